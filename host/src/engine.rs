@@ -1,0 +1,28 @@
+//! The engine abstraction: one plugin instance driven through the scheduling cycle, whether it runs
+//! natively, as a component, or as a KSWE core module.
+
+use sharing_affinity_core::Status;
+use sharing_affinity_core::object::Object;
+use sharing_affinity_core::plugin::ClaimAllocation;
+
+/// A plugin instance the replay drives. Engines handle guest traps themselves: a trap or an
+/// exhausted budget becomes an `Error` status carrying the trap message, the instance is replaced
+/// (with its state restored), and the next call works.
+pub trait Engine {
+    /// Short engine name for reports (`native`, `component`, `kswe`).
+    fn name(&self) -> &'static str;
+    /// Loads objects as `Add` events; returns one message per object the plugin rejected.
+    fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>>;
+    /// PreFilter for the pod `namespace/name`.
+    fn prefilter(&mut self, pod: &str) -> Status;
+    /// Filter for one node.
+    fn filter(&mut self, node: &str) -> Status;
+    /// Score (0..=100) for a feasible node.
+    fn score(&mut self, node: &str) -> Result<u32, Status>;
+    /// Reserve on the chosen node; returns the allocation per claim.
+    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// Unreserve after a failure later in the cycle.
+    fn unreserve(&mut self, node: &str);
+    /// Bind: records the allocation in the plugin's state.
+    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+}

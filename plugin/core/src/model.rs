@@ -1,0 +1,809 @@
+//! Serde views of the Kubernetes objects the plugin reads, as `kubectl get -o json` prints them.
+//!
+//! Only the fields the allocator and the sharing-affinity check use are modelled; unknown fields are
+//! ignored, as a Kubernetes client built against an older API would do. Field names follow the
+//! `resource.k8s.io/v1` and `core/v1` JSON names (camelCase). Quantities are parsed on load into
+//! [`Quantity`], so an invalid quantity is reported with the object and the field path.
+//!
+//! These types are the *API* representation. The allocator works on the compact internal
+//! representation built from them in [`crate::index`], as upstream converts API types to `draapi`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::quantity::Quantity;
+
+/// `metadata` of any object: the fields used for identity, ordering and node selection.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ObjectMeta {
+    /// Object name.
+    #[serde(default)]
+    pub name: String,
+    /// Namespace; empty for cluster-scoped objects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub namespace: String,
+    /// Unique ID assigned by the API server.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub uid: String,
+    /// Labels.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    /// Annotations (kept so that recorded objects round-trip).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+    /// RFC 3339 creation time, as printed by the API server.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub creation_timestamp: String,
+    /// Resource version, used as a change cursor.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub resource_version: String,
+    /// Generation of the object spec.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub generation: Option<i64>,
+    /// Owner references (a claim generated from a template is owned by its pod).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub owner_references: Vec<OwnerReference>,
+    /// Set when the object is being deleted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deletion_timestamp: Option<String>,
+}
+
+/// `metadata.ownerReferences[]`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OwnerReference {
+    /// API version of the owner.
+    #[serde(default)]
+    pub api_version: String,
+    /// Kind of the owner.
+    #[serde(default)]
+    pub kind: String,
+    /// Name of the owner.
+    #[serde(default)]
+    pub name: String,
+    /// UID of the owner.
+    #[serde(default)]
+    pub uid: String,
+    /// Whether the owner is the managing controller.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<bool>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// core/v1: Node, NodeSelector, Pod
+// ---------------------------------------------------------------------------------------------
+
+/// `core/v1` Node: only identity and labels matter to node selectors.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Node {
+    /// Object metadata (`metadata.name` and `metadata.labels`).
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+}
+
+/// `core/v1` NodeSelector: terms are ORed.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelector {
+    /// The terms; a node matches when any term matches.
+    #[serde(default)]
+    pub node_selector_terms: Vec<NodeSelectorTerm>,
+}
+
+/// `core/v1` NodeSelectorTerm: requirements are ANDed.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorTerm {
+    /// Requirements on node labels.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_expressions: Vec<NodeSelectorRequirement>,
+    /// Requirements on node fields (only `metadata.name` is supported, as upstream).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub match_fields: Vec<NodeSelectorRequirement>,
+}
+
+/// `core/v1` NodeSelectorRequirement.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeSelectorRequirement {
+    /// Label key or field name.
+    pub key: String,
+    /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
+    pub operator: String,
+    /// Values for the operator.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub values: Vec<String>,
+}
+
+/// `core/v1` Pod: the fields that connect a pod to its claims.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Pod {
+    /// Object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Pod spec.
+    #[serde(default)]
+    pub spec: PodSpec,
+    /// Pod status.
+    #[serde(default)]
+    pub status: PodStatus,
+}
+
+/// `core/v1` PodSpec (subset).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodSpec {
+    /// Node the pod is bound to; empty while pending.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub node_name: String,
+    /// Scheduler that handles the pod.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub scheduler_name: String,
+    /// `spec.resourceClaims[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claims: Vec<PodResourceClaim>,
+}
+
+/// `core/v1` PodResourceClaim: exactly one of the two sources is set.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodResourceClaim {
+    /// Name of this entry inside the pod.
+    pub name: String,
+    /// Name of an existing ResourceClaim in the pod's namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claim_name: Option<String>,
+    /// Name of a ResourceClaimTemplate from which a claim is generated for the pod.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claim_template_name: Option<String>,
+}
+
+/// `core/v1` PodStatus (subset).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodStatus {
+    /// Names of the claims generated for `spec.resourceClaims` entries that use templates.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub resource_claim_statuses: Vec<PodResourceClaimStatus>,
+}
+
+/// `core/v1` PodResourceClaimStatus.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodResourceClaimStatus {
+    /// The `spec.resourceClaims[].name` this status belongs to.
+    pub name: String,
+    /// Name of the generated ResourceClaim; unset when no claim was needed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resource_claim_name: Option<String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// resource.k8s.io/v1: ResourceSlice
+// ---------------------------------------------------------------------------------------------
+
+/// `resource.k8s.io/v1` ResourceSlice.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSlice {
+    /// Object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Slice spec.
+    pub spec: ResourceSliceSpec,
+}
+
+/// `ResourceSliceSpec`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceSliceSpec {
+    /// Driver name.
+    pub driver: String,
+    /// The pool this slice belongs to.
+    pub pool: ResourcePool,
+    /// Node-local slice: the node it belongs to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Network-attached slice: the nodes that can reach it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<NodeSelector>,
+    /// The slice is reachable from every node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_nodes: Option<bool>,
+    /// Each device sets its own node selection.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_device_node_selection: Option<bool>,
+    /// The devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub devices: Vec<Device>,
+    /// Counter sets consumed by partitionable devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub shared_counters: Vec<CounterSet>,
+    /// KEP-5981: sharing-affinity extractors (only in metadata slices, which have no devices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sharing_affinity: Vec<SharingAffinityExtractor>,
+}
+
+/// `ResourcePool`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourcePool {
+    /// Pool name.
+    pub name: String,
+    /// Generation; consumers use only the highest.
+    pub generation: i64,
+    /// Number of slices in this generation of the pool.
+    pub resource_slice_count: i64,
+}
+
+/// `CounterSet`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CounterSet {
+    /// Counter-set name, unique in the pool.
+    pub name: String,
+    /// Counters by name.
+    #[serde(default)]
+    pub counters: BTreeMap<String, Counter>,
+}
+
+/// `Counter`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Counter {
+    /// Counter value.
+    pub value: Quantity,
+}
+
+/// `Device`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Device {
+    /// Device name, unique in the pool.
+    pub name: String,
+    /// Attributes by qualified name (without domain: the driver's domain).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub attributes: BTreeMap<String, DeviceAttribute>,
+    /// Capacities by qualified name.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity: BTreeMap<String, DeviceCapacity>,
+    /// Counters this device consumes (partitionable devices).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub consumes_counters: Vec<DeviceCounterConsumption>,
+    /// Per-device node name (with `perDeviceNodeSelection`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_name: Option<String>,
+    /// Per-device node selector (with `perDeviceNodeSelection`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<NodeSelector>,
+    /// Per-device all-nodes flag (with `perDeviceNodeSelection`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub all_nodes: Option<bool>,
+    /// Taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub taints: Vec<DeviceTaint>,
+    /// KEP-5075: the device can be allocated more than once.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allow_multiple_allocations: Option<bool>,
+    /// Binding conditions (copied into the allocation result).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_conditions: Vec<String>,
+    /// Binding failure conditions (copied into the allocation result).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_failure_conditions: Vec<String>,
+}
+
+/// `DeviceAttribute`: a one-of of scalar and list values.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceAttribute {
+    /// Integer value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub int: Option<i64>,
+    /// Boolean value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bool: Option<bool>,
+    /// String value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub string: Option<String>,
+    /// Semantic version value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// List of integers.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ints: Option<Vec<i64>>,
+    /// List of booleans.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bools: Option<Vec<bool>>,
+    /// List of strings.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strings: Option<Vec<String>>,
+    /// List of versions.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub versions: Option<Vec<String>>,
+}
+
+/// A typed attribute value: the one member of a [`DeviceAttribute`] that is set.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum AttributeValue {
+    /// `int`.
+    Int(i64),
+    /// `bool`.
+    Bool(bool),
+    /// `string`.
+    String(String),
+    /// `version` (semver 2.0.0 text).
+    Version(String),
+    /// `ints`.
+    Ints(Vec<i64>),
+    /// `bools`.
+    Bools(Vec<bool>),
+    /// `strings`.
+    Strings(Vec<String>),
+    /// `versions`.
+    Versions(Vec<String>),
+}
+
+impl DeviceAttribute {
+    /// The one value that is set, or `None` when zero or several members are set
+    /// (upstream: "unsupported attribute value").
+    pub fn value(&self) -> Option<AttributeValue> {
+        let mut out = Vec::with_capacity(1);
+        if let Some(v) = self.int {
+            out.push(AttributeValue::Int(v));
+        }
+        if let Some(v) = self.bool {
+            out.push(AttributeValue::Bool(v));
+        }
+        if let Some(v) = &self.string {
+            out.push(AttributeValue::String(v.clone()));
+        }
+        if let Some(v) = &self.version {
+            out.push(AttributeValue::Version(v.clone()));
+        }
+        if let Some(v) = &self.ints {
+            out.push(AttributeValue::Ints(v.clone()));
+        }
+        if let Some(v) = &self.bools {
+            out.push(AttributeValue::Bools(v.clone()));
+        }
+        if let Some(v) = &self.strings {
+            out.push(AttributeValue::Strings(v.clone()));
+        }
+        if let Some(v) = &self.versions {
+            out.push(AttributeValue::Versions(v.clone()));
+        }
+        if out.len() == 1 { out.pop() } else { None }
+    }
+}
+
+/// `DeviceCapacity`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceCapacity {
+    /// Total capacity.
+    pub value: Quantity,
+    /// How requests for this capacity are rounded and validated (multi-allocatable devices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_policy: Option<CapacityRequestPolicy>,
+}
+
+/// `CapacityRequestPolicy`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityRequestPolicy {
+    /// Amount consumed when the request does not name this capacity.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<Quantity>,
+    /// Allowed values, ascending.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub valid_values: Vec<Quantity>,
+    /// Allowed range.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid_range: Option<CapacityRequestPolicyRange>,
+}
+
+/// `CapacityRequestPolicyRange`.
+#[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityRequestPolicyRange {
+    /// Minimum.
+    pub min: Quantity,
+    /// Maximum.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<Quantity>,
+    /// Step.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step: Option<Quantity>,
+}
+
+/// `DeviceCounterConsumption`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceCounterConsumption {
+    /// The counter set in the same pool.
+    pub counter_set: String,
+    /// Amounts consumed per counter.
+    #[serde(default)]
+    pub counters: BTreeMap<String, Counter>,
+}
+
+/// `DeviceTaint`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceTaint {
+    /// Taint key.
+    pub key: String,
+    /// Taint value.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// `None`, `NoSchedule` or `NoExecute`.
+    pub effect: String,
+}
+
+/// `DeviceToleration`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceToleration {
+    /// Taint key; empty matches all keys (with `Exists`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub key: String,
+    /// `Equal` (default) or `Exists`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub operator: String,
+    /// Value for `Equal`.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub value: String,
+    /// Effect to match; empty matches all effects.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub effect: String,
+    /// Ignored by the allocator (eviction only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub toleration_seconds: Option<i64>,
+}
+
+/// KEP-5981 `SharingAffinityExtractor`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct SharingAffinityExtractor {
+    /// Devices this extractor applies to; none means every device of the pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub selector: Option<DeviceSelector>,
+    /// Affinity key → CEL expression over `object` (the parsed opaque parameters).
+    #[serde(default)]
+    pub cel: BTreeMap<String, String>,
+}
+
+// ---------------------------------------------------------------------------------------------
+// resource.k8s.io/v1: DeviceClass, ResourceClaim, ResourceClaimTemplate
+// ---------------------------------------------------------------------------------------------
+
+/// `DeviceSelector`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceSelector {
+    /// CEL selector.
+    pub cel: CelDeviceSelector,
+}
+
+/// `CELDeviceSelector`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CelDeviceSelector {
+    /// The expression; must evaluate to bool.
+    pub expression: String,
+}
+
+/// `resource.k8s.io/v1` DeviceClass.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceClass {
+    /// Object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Class spec.
+    #[serde(default)]
+    pub spec: DeviceClassSpec,
+}
+
+/// `DeviceClassSpec`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceClassSpec {
+    /// Selectors every device of the class must match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selectors: Vec<DeviceSelector>,
+    /// Configuration passed to drivers (`FromClass` in the allocation result).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<DeviceClassConfiguration>,
+}
+
+/// `DeviceClassConfiguration`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceClassConfiguration {
+    /// Opaque driver configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<OpaqueDeviceConfiguration>,
+}
+
+/// `OpaqueDeviceConfiguration`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct OpaqueDeviceConfiguration {
+    /// Driver the parameters are for.
+    pub driver: String,
+    /// Arbitrary JSON parameters.
+    #[serde(default)]
+    pub parameters: serde_json::Value,
+}
+
+/// `resource.k8s.io/v1` ResourceClaim.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaim {
+    /// Object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Claim spec.
+    #[serde(default)]
+    pub spec: ResourceClaimSpec,
+    /// Claim status.
+    #[serde(default)]
+    pub status: ResourceClaimStatus,
+}
+
+/// `ResourceClaimSpec`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaimSpec {
+    /// Device requests, constraints and config.
+    #[serde(default)]
+    pub devices: DeviceClaim,
+}
+
+/// `DeviceClaim`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceClaim {
+    /// Requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<DeviceRequest>,
+    /// Constraints across requests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub constraints: Vec<DeviceConstraint>,
+    /// Configuration (also the source of sharing-affinity values).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<DeviceClaimConfiguration>,
+}
+
+/// `DeviceRequest`: exactly one of `exactly` and `firstAvailable`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRequest {
+    /// Request name.
+    pub name: String,
+    /// A request for exactly this kind of device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exactly: Option<ExactDeviceRequest>,
+    /// Prioritized alternatives; the first that can be satisfied wins.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub first_available: Vec<DeviceSubRequest>,
+}
+
+/// `ExactDeviceRequest`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ExactDeviceRequest {
+    /// DeviceClass name.
+    pub device_class_name: String,
+    /// Additional selectors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selectors: Vec<DeviceSelector>,
+    /// `ExactCount` (default) or `All`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_mode: Option<String>,
+    /// Number of devices for `ExactCount` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    /// Admin access: the device may be in use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_access: Option<bool>,
+    /// Tolerations for device taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<DeviceToleration>,
+    /// Consumable-capacity requests, per device allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityRequirements>,
+}
+
+/// `DeviceSubRequest`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceSubRequest {
+    /// Subrequest name.
+    pub name: String,
+    /// DeviceClass name.
+    pub device_class_name: String,
+    /// Additional selectors.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selectors: Vec<DeviceSelector>,
+    /// `ExactCount` (default) or `All`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_mode: Option<String>,
+    /// Number of devices for `ExactCount` (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub count: Option<i64>,
+    /// Tolerations for device taints.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<DeviceToleration>,
+    /// Consumable-capacity requests, per device allocation.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity: Option<CapacityRequirements>,
+}
+
+/// `CapacityRequirements`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CapacityRequirements {
+    /// Requested amount per capacity name.
+    #[serde(default)]
+    pub requests: BTreeMap<String, Quantity>,
+}
+
+/// `DeviceConstraint`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceConstraint {
+    /// Requests the constraint applies to; empty = all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<String>,
+    /// All devices must have the same value of this attribute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub match_attribute: Option<String>,
+    /// All devices must have distinct values of this attribute.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub distinct_attribute: Option<String>,
+}
+
+/// `DeviceClaimConfiguration`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceClaimConfiguration {
+    /// Requests the config applies to; empty = all; `<req>` covers its subrequests.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<String>,
+    /// Opaque driver configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<OpaqueDeviceConfiguration>,
+}
+
+/// `ResourceClaimStatus`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaimStatus {
+    /// The allocation, once allocated.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation: Option<AllocationResult>,
+    /// Consumers of the claim.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub reserved_for: Vec<ResourceClaimConsumerReference>,
+}
+
+/// `ResourceClaimConsumerReference`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaimConsumerReference {
+    /// API group of the consumer (empty for core).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub api_group: String,
+    /// Resource, e.g. `pods`.
+    #[serde(default)]
+    pub resource: String,
+    /// Name of the consumer.
+    #[serde(default)]
+    pub name: String,
+    /// UID of the consumer.
+    #[serde(default)]
+    pub uid: String,
+}
+
+/// `AllocationResult`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocationResult {
+    /// Allocated devices and configuration.
+    #[serde(default)]
+    pub devices: DeviceAllocationResult,
+    /// Nodes on which the allocation is usable.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node_selector: Option<NodeSelector>,
+    /// When the allocation was made.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub allocation_timestamp: Option<String>,
+}
+
+/// `DeviceAllocationResult`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceAllocationResult {
+    /// One result per allocated device.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub results: Vec<DeviceRequestAllocationResult>,
+    /// Configuration for the allocated devices.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub config: Vec<DeviceAllocationConfiguration>,
+}
+
+/// `DeviceRequestAllocationResult`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceRequestAllocationResult {
+    /// `<req>` or `<req>/<sub>`.
+    pub request: String,
+    /// Driver.
+    pub driver: String,
+    /// Pool.
+    pub pool: String,
+    /// Device.
+    pub device: String,
+    /// Allocated with admin access.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub admin_access: Option<bool>,
+    /// Copy of the request's tolerations.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tolerations: Vec<DeviceToleration>,
+    /// Copy of the device's binding conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_conditions: Vec<String>,
+    /// Copy of the device's binding failure conditions.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub binding_failure_conditions: Vec<String>,
+    /// Share ID of an allocation of a multi-allocatable device.
+    #[serde(rename = "shareID", default, skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
+    /// Capacity consumed by this share (multi-allocatable devices only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consumed_capacity: Option<BTreeMap<String, Quantity>>,
+}
+
+/// `DeviceAllocationConfiguration`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceAllocationConfiguration {
+    /// `FromClass` or `FromClaim`.
+    pub source: String,
+    /// Requests the config applies to; empty = all.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub requests: Vec<String>,
+    /// Opaque driver configuration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub opaque: Option<OpaqueDeviceConfiguration>,
+}
+
+/// `resource.k8s.io/v1` ResourceClaimTemplate.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaimTemplate {
+    /// Object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Template spec.
+    pub spec: ResourceClaimTemplateSpec,
+}
+
+/// `ResourceClaimTemplateSpec`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceClaimTemplateSpec {
+    /// Metadata copied into generated claims.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// The claim spec.
+    #[serde(default)]
+    pub spec: ResourceClaimSpec,
+}

@@ -1,0 +1,323 @@
+//! Loading Kubernetes JSON: a single object, a `List` (`kind: List`, `items`), or a stream of them.
+//!
+//! Each object is decoded on its own, so one malformed object is reported (naming its kind,
+//! namespace, name and the JSON path of the bad field) and skipped while the others load.
+
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::error::Error;
+use crate::model::{DeviceClass, Node, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+
+/// Largest JSON document accepted by [`parse_objects`] (64 MiB): bigger inputs are refused up front
+/// instead of exhausting memory.
+pub const MAX_INPUT_BYTES: usize = 64 << 20;
+
+/// One decoded Kubernetes object of a kind the plugin uses.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Object {
+    /// `v1` Node.
+    Node(Box<Node>),
+    /// `v1` Pod.
+    Pod(Box<Pod>),
+    /// `resource.k8s.io/v1` ResourceSlice.
+    ResourceSlice(Box<ResourceSlice>),
+    /// `resource.k8s.io/v1` DeviceClass.
+    DeviceClass(Box<DeviceClass>),
+    /// `resource.k8s.io/v1` ResourceClaim.
+    ResourceClaim(Box<ResourceClaim>),
+    /// `resource.k8s.io/v1` ResourceClaimTemplate.
+    ResourceClaimTemplate(Box<ResourceClaimTemplate>),
+}
+
+/// The object kinds the plugin tracks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Kind {
+    /// Node.
+    Node,
+    /// Pod.
+    Pod,
+    /// ResourceSlice.
+    ResourceSlice,
+    /// DeviceClass.
+    DeviceClass,
+    /// ResourceClaim.
+    ResourceClaim,
+    /// ResourceClaimTemplate.
+    ResourceClaimTemplate,
+}
+
+impl Kind {
+    /// The Kubernetes kind name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Node => "Node",
+            Kind::Pod => "Pod",
+            Kind::ResourceSlice => "ResourceSlice",
+            Kind::DeviceClass => "DeviceClass",
+            Kind::ResourceClaim => "ResourceClaim",
+            Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
+        }
+    }
+
+    /// Parses a Kubernetes kind name.
+    pub fn from_name(kind: &str) -> Option<Kind> {
+        Some(match kind {
+            "Node" => Kind::Node,
+            "Pod" => Kind::Pod,
+            "ResourceSlice" => Kind::ResourceSlice,
+            "DeviceClass" => Kind::DeviceClass,
+            "ResourceClaim" => Kind::ResourceClaim,
+            "ResourceClaimTemplate" => Kind::ResourceClaimTemplate,
+            _ => return None,
+        })
+    }
+
+    /// The API version this plugin reads for the kind.
+    pub fn api_version(self) -> &'static str {
+        match self {
+            Kind::Node | Kind::Pod => "v1",
+            _ => "resource.k8s.io/v1",
+        }
+    }
+}
+
+impl Object {
+    /// The object's kind.
+    pub fn kind(&self) -> Kind {
+        match self {
+            Object::Node(_) => Kind::Node,
+            Object::Pod(_) => Kind::Pod,
+            Object::ResourceSlice(_) => Kind::ResourceSlice,
+            Object::DeviceClass(_) => Kind::DeviceClass,
+            Object::ResourceClaim(_) => Kind::ResourceClaim,
+            Object::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
+        }
+    }
+
+    /// `namespace/name` for namespaced objects, `name` otherwise.
+    pub fn key(&self) -> String {
+        let meta = match self {
+            Object::Node(o) => &o.metadata,
+            Object::Pod(o) => &o.metadata,
+            Object::ResourceSlice(o) => &o.metadata,
+            Object::DeviceClass(o) => &o.metadata,
+            Object::ResourceClaim(o) => &o.metadata,
+            Object::ResourceClaimTemplate(o) => &o.metadata,
+        };
+        object_key(&meta.namespace, &meta.name)
+    }
+
+    /// Serializes the object back to Kubernetes JSON (with `apiVersion` and `kind`).
+    pub fn to_json(&self) -> Value {
+        let (kind, mut v) = match self {
+            Object::Node(o) => (Kind::Node, serde_json::to_value(o)),
+            Object::Pod(o) => (Kind::Pod, serde_json::to_value(o)),
+            Object::ResourceSlice(o) => (Kind::ResourceSlice, serde_json::to_value(o)),
+            Object::DeviceClass(o) => (Kind::DeviceClass, serde_json::to_value(o)),
+            Object::ResourceClaim(o) => (Kind::ResourceClaim, serde_json::to_value(o)),
+            Object::ResourceClaimTemplate(o) => (Kind::ResourceClaimTemplate, serde_json::to_value(o)),
+        };
+        if let Ok(Value::Object(map)) = &mut v {
+            map.insert("apiVersion".into(), Value::String(kind.api_version().into()));
+            map.insert("kind".into(), Value::String(kind.as_str().into()));
+        }
+        v.unwrap_or(Value::Null)
+    }
+}
+
+/// `namespace/name`, or `name` when the namespace is empty.
+pub fn object_key(namespace: &str, name: &str) -> String {
+    if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") }
+}
+
+/// What [`parse_objects`] produced: the objects that decoded, and one error per object that did
+/// not. Objects of kinds the plugin does not use are counted in `ignored`.
+#[derive(Debug, Default)]
+pub struct Parsed {
+    /// Successfully decoded objects, in input order.
+    pub objects: Vec<Object>,
+    /// One error per object that failed to decode.
+    pub errors: Vec<Error>,
+    /// Number of objects of other kinds (Services, ConfigMaps...) that were skipped.
+    pub ignored: usize,
+}
+
+/// Parses a JSON document holding one object, a `List` of objects, or a stream of either.
+///
+/// A document that is not JSON at all is an error; individual bad objects are reported in
+/// [`Parsed::errors`] and skipped.
+pub fn parse_objects(json: &str) -> Result<Parsed, Error> {
+    if json.len() > MAX_INPUT_BYTES {
+        return Err(Error::Json(format!(
+            "input is {} bytes, more than the limit of {MAX_INPUT_BYTES}",
+            json.len()
+        )));
+    }
+    let mut parsed = Parsed::default();
+    let mut index = 0usize;
+    for value in serde_json::Deserializer::from_str(json).into_iter::<Value>() {
+        let value = value.map_err(|e| Error::Json(e.to_string()))?;
+        collect(value, &mut index, &mut parsed);
+    }
+    Ok(parsed)
+}
+
+fn collect(value: Value, index: &mut usize, parsed: &mut Parsed) {
+    let is_list = value.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k.ends_with("List"))
+        && value.get("items").is_some_and(Value::is_array);
+    if is_list {
+        if let Value::Object(mut map) = value
+            && let Some(Value::Array(items)) = map.remove("items")
+        {
+            for item in items {
+                collect(item, index, parsed);
+            }
+        }
+        return;
+    }
+    let i = *index;
+    *index += 1;
+    match decode_object(value, i) {
+        Ok(Some(o)) => parsed.objects.push(o),
+        Ok(None) => parsed.ignored += 1,
+        Err(e) => parsed.errors.push(e),
+    }
+}
+
+/// Decodes one object. Returns `Ok(None)` for kinds the plugin does not use.
+pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error> {
+    let Some(obj) = value.as_object() else {
+        return Err(Error::Unidentified { index, reason: format!("expected a JSON object, got {}", kind_of(&value)) });
+    };
+    let Some(kind_name) = obj.get("kind").and_then(Value::as_str) else {
+        return Err(Error::Unidentified { index, reason: "field kind: missing or not a string".into() });
+    };
+    let Some(kind) = Kind::from_name(kind_name) else {
+        return Ok(None);
+    };
+    let meta = obj.get("metadata");
+    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
+    let namespace = meta.and_then(|m| m.get("namespace")).and_then(Value::as_str).unwrap_or("");
+    let label = format!("{} {}", kind.as_str(), object_key(namespace, name));
+    if name.is_empty() {
+        return Err(Error::Field { object: label, path: "metadata.name".into(), reason: "missing or empty".into() });
+    }
+    if let Some(api) = obj.get("apiVersion").and_then(Value::as_str)
+        && api != kind.api_version()
+    {
+        return Err(Error::Field {
+            object: label,
+            path: "apiVersion".into(),
+            reason: format!("{api:?} is not supported, expected {:?}", kind.api_version()),
+        });
+    }
+    let object = match kind {
+        Kind::Node => Object::Node(Box::new(typed(value, &label)?)),
+        Kind::Pod => Object::Pod(Box::new(typed(value, &label)?)),
+        Kind::ResourceSlice => Object::ResourceSlice(Box::new(typed(value, &label)?)),
+        Kind::DeviceClass => Object::DeviceClass(Box::new(typed(value, &label)?)),
+        Kind::ResourceClaim => Object::ResourceClaim(Box::new(typed(value, &label)?)),
+        Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(Box::new(typed(value, &label)?)),
+    };
+    Ok(Some(object))
+}
+
+fn typed<T: DeserializeOwned>(value: Value, label: &str) -> Result<T, Error> {
+    serde_path_to_error::deserialize(value).map_err(|e| {
+        let path = e.path().to_string();
+        let inner = e.into_inner().to_string();
+        Error::Field {
+            object: label.to_string(),
+            path: if path == "." { "(root)".into() } else { path },
+            reason: inner,
+        }
+    })
+}
+
+fn kind_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "a boolean",
+        Value::Number(_) => "a number",
+        Value::String(_) => "a string",
+        Value::Array(_) => "an array",
+        Value::Object(_) => "an object",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn loads_list_and_stream_and_single() {
+        let single = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}"#;
+        let list = format!(r#"{{"apiVersion":"v1","kind":"List","items":[{single},{single}]}}"#);
+        let stream = format!("{single}\n{list}");
+        assert_eq!(parse_objects(single).unwrap().objects.len(), 1);
+        assert_eq!(parse_objects(&list).unwrap().objects.len(), 2);
+        assert_eq!(parse_objects(&stream).unwrap().objects.len(), 3);
+    }
+
+    #[test]
+    fn malformed_json_is_an_error() {
+        let err = parse_objects(r#"{"kind": "Node", "#).unwrap_err();
+        assert!(matches!(err, Error::Json(_)), "{err}");
+    }
+
+    #[test]
+    fn bad_object_is_reported_with_path_and_others_load() {
+        let json = r#"{"kind":"List","items":[
+            {"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s1"},
+             "spec":{"driver":"d","pool":{"name":"p","generation":1,"resourceSliceCount":1},
+                     "devices":[{"name":"dev0","capacity":{"mem":{"value":"12xyz"}}}]}},
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}]}"#;
+        let parsed = parse_objects(json).unwrap();
+        assert_eq!(parsed.objects.len(), 1);
+        assert_eq!(parsed.errors.len(), 1);
+        let msg = parsed.errors[0].to_string();
+        assert!(msg.contains("ResourceSlice s1"), "{msg}");
+        assert!(msg.contains("spec.devices[0].capacity.mem.value"), "{msg}");
+    }
+
+    #[test]
+    fn missing_required_field_names_it() {
+        let json = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s1"},
+            "spec":{"pool":{"name":"p","generation":1,"resourceSliceCount":1}}}"#;
+        let parsed = parse_objects(json).unwrap();
+        let msg = parsed.errors[0].to_string();
+        assert!(msg.contains("ResourceSlice s1") && msg.contains("driver"), "{msg}");
+    }
+
+    #[test]
+    fn missing_name_and_kind_are_errors() {
+        let parsed = parse_objects(r#"[1]"#).unwrap();
+        assert!(matches!(parsed.errors[0], Error::Unidentified { .. }));
+        let parsed = parse_objects(r#"{"metadata":{"name":"x"}}"#).unwrap();
+        assert!(parsed.errors[0].to_string().contains("kind"));
+        let parsed = parse_objects(r#"{"kind":"Pod","apiVersion":"v1","metadata":{}}"#).unwrap();
+        assert!(parsed.errors[0].to_string().contains("metadata.name"));
+    }
+
+    #[test]
+    fn other_kinds_and_wrong_versions() {
+        let parsed = parse_objects(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}"#).unwrap();
+        assert_eq!(parsed.ignored, 1);
+        let parsed = parse_objects(
+            r#"{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1beta1","metadata":{"name":"x","namespace":"ns"}}"#,
+        )
+        .unwrap();
+        let msg = parsed.errors[0].to_string();
+        assert!(msg.contains("ResourceClaim ns/x") && msg.contains("apiVersion"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored() {
+        let parsed = parse_objects(
+            r#"{"kind":"Node","apiVersion":"v1","metadata":{"name":"n","labels":{"a":"b"},"managedFields":[]},"status":{"capacity":{}}}"#,
+        )
+        .unwrap();
+        assert_eq!(parsed.objects.len(), 1);
+    }
+}
