@@ -36,12 +36,26 @@ pub fn show(values: &Values) -> String {
 }
 
 /// The plugin configuration document.
-#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[derive(Clone, Debug, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct Config {
     /// Extractors for API servers without `ResourceSlice.spec.sharingAffinity`.
     #[serde(default)]
     pub sharing_affinity: Vec<ConfigExtractor>,
+    /// Prefer devices already locked to compatible values (default true). With false the plugin
+    /// picks devices first-fit and scores every node 0, as the KEP's alpha does.
+    #[serde(default = "yes")]
+    pub consolidate: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { sharing_affinity: Vec::new(), consolidate: true }
+    }
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One configured extractor: the KEP shape plus a scope.

@@ -87,6 +87,8 @@ pub struct Input<'a> {
     pub pools: &'a [NodePool],
     /// The claims, in order.
     pub claims: &'a [ClaimInput<'a>],
+    /// Try devices already locked to the wanted values first (consolidation).
+    pub consolidate: bool,
 }
 
 /// One allocated device with what Reserve and Score need beyond the API result.
@@ -545,7 +547,7 @@ impl<'a> Allocator<'a> {
         let rd = &self.reqs[ci][ri][si];
         let mut first = Vec::new();
         let mut rest = Vec::new();
-        if self.input.extractors.is_empty() {
+        if self.input.extractors.is_empty() || !self.input.consolidate {
             rest = self.cands.clone();
         } else {
             for &d in &self.cands {

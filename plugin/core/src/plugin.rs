@@ -516,6 +516,7 @@ impl Plugin {
             node,
             pools: &pools,
             claims: &inputs,
+            consolidate: self.config.consolidate,
         };
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult { status: Status::success(), allocation: a },
@@ -547,7 +548,7 @@ impl Plugin {
         if !r.status.is_success() {
             return Err(Status::error(format!("score for node {node} which did not pass filter")));
         }
-        Ok(score_of(&r.allocation))
+        Ok(if self.config.consolidate { score_of(&r.allocation) } else { 0 })
     }
 
     /// Reserve: commits the allocation Filter computed for `node` as in-flight.
