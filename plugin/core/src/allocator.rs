@@ -623,10 +623,6 @@ impl<'a> Allocator<'a> {
             if !self.selectable_at(r, d)? {
                 continue;
             }
-            let rd = &self.reqs[r.claim][r.request][r.sub];
-            if self.capacity_fits(rd, d) != Some(true) {
-                continue;
-            }
             let Some(undo) = self.allocate_device(r, d, false)? else {
                 continue;
             };
@@ -664,6 +660,9 @@ impl<'a> Allocator<'a> {
             return Ok(None);
         }
         if !all_taints_ok(entry, rd.tolerations) {
+            return Ok(None);
+        }
+        if self.capacity_fits(rd, d) != Some(true) {
             return Ok(None);
         }
         // Sharing affinity, next to the capacity check.

@@ -237,6 +237,7 @@ impl Plugin {
                 if let Some(old) = self.inflight.remove(&key) {
                     self.contribute(&key, &old, false);
                 }
+                self.known_values.retain(|(c, _), _| *c != key);
             }
             _ => {}
         }

@@ -48,7 +48,7 @@ fn c0(v: &str) -> Option<&'static [(&'static str, &'static str)]> {
 /// `allocatedSharedDeviceIDs` + `allocatedCapacityDevices`).
 fn consumed(device: &str, v: &str) -> Value {
     claim("existing", &[req("req-0", "class-a")])
-        .allocated(json!([shared("req-0", device, "11111111-1111-1111-1111-111111111111", {C0: v})]))
+        .allocated(json!([shared("req-0", device, "11111111-1111-1111-1111-111111111111", json!({C0: v}))]))
         .json()
 }
 
