@@ -571,9 +571,10 @@ impl Plugin {
         let d = self.derived.as_ref().ok_or_else(|| Status::error("internal: slice index missing"))?;
         let locks = self.lock_view(d);
         for cr in &result {
-            for ch in &cr.choices {
+            for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
                 let entry = d.index.device(ch.dev);
-                if !entry.allow_multiple && self.allocated.dedicated.contains_key(&entry.key) {
+                let admin = res.admin_access == Some(true);
+                if !entry.allow_multiple && !admin && self.allocated.dedicated.contains_key(&entry.key) {
                     return Err(Status::unschedulable(format!(
                         "{}: allocated to another claim since filter",
                         entry.device.name
