@@ -1,0 +1,148 @@
+//! The cycle API's own rules: claim resolution at PreFilter, templates, protocol order, incremental
+//! state from object events, and bad input.
+
+mod common;
+
+use common::*;
+use serde_json::json;
+use sharing_affinity_core::Code;
+use sharing_affinity_core::plugin::{EventKind, Plugin};
+
+fn base() -> Vec<serde_json::Value> {
+    vec![node(NODE), class_a(), slice1(&[device("device-1"), device("device-2")])]
+}
+
+fn template(name: &str) -> serde_json::Value {
+    json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate",
+           "metadata":{"name":name,"namespace":NS},
+           "spec":{"metadata":{"labels":{"app":"x"}},
+                   "spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"class-a"}}]}}}})
+}
+
+fn template_pod(name: &str, tmpl: &str) -> serde_json::Value {
+    json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"namespace":NS,"uid":format!("uid-{name}")},
+           "spec":{"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":tmpl}]}})
+}
+
+#[test]
+fn claim_generated_from_template_is_created_on_bind() {
+    let mut objects = base();
+    objects.push(template("t"));
+    objects.push(template_pod("p", "t"));
+    let mut p = plugin("", &objects);
+    let got = schedule(&mut p, "p");
+    assert_eq!(got, vec![vec![g("gpu", "device-1", false, None)]]);
+    let claim = p.claim("default/p-gpu").expect("generated claim stored");
+    assert_eq!(claim.metadata.labels.get("app").map(String::as_str), Some("x"), "template metadata copied");
+    assert_eq!(claim.metadata.owner_references[0].name, "p");
+    assert_eq!(claim.status.reserved_for[0].name, "p");
+    let pod = p.pod("default/p").unwrap();
+    assert_eq!(pod.spec.node_name, NODE);
+    assert_eq!(pod.status.resource_claim_statuses[0].resource_claim_name.as_deref(), Some("p-gpu"));
+    // The next pod from the same template gets the other device.
+    p.apply(EventKind::Add, &template_pod("q", "t").to_string()).unwrap();
+    assert_eq!(schedule(&mut p, "q"), vec![vec![g("gpu", "device-2", false, None)]]);
+}
+
+#[test]
+fn missing_claim_or_template_is_unresolvable() {
+    let mut objects = base();
+    objects.push(pod("p", &["nope"], "2026-01-01T00:00:00Z"));
+    objects.push(template_pod("q", "no-template"));
+    let mut p = plugin("", &objects);
+    assert_status(run(&mut p, "p"), Code::UnschedulableAndUnresolvable, "waiting for resource claim default/nope", "claim");
+    assert_status(run(&mut p, "q"), Code::UnschedulableAndUnresolvable, "template default/no-template not found", "template");
+}
+
+#[test]
+fn unknown_pod_and_out_of_order_calls_are_errors() {
+    let mut p = plugin("", &base());
+    assert_eq!(p.filter(NODE).code, Code::Error, "filter before prefilter");
+    assert_eq!(p.prefilter("default/ghost").code, Code::Error);
+    assert!(p.reserve(NODE).is_err());
+    assert!(p.bind(NODE).is_err(), "bind without reserve");
+}
+
+#[test]
+fn pod_without_claims_passes_every_node() {
+    let mut objects = base();
+    objects.push(pod("p", &[], "2026-01-01T00:00:00Z"));
+    let mut p = plugin("", &objects);
+    assert!(p.prefilter("default/p").is_success());
+    assert!(p.filter(NODE).is_success());
+    assert_eq!(p.score(NODE).unwrap(), 0);
+}
+
+#[test]
+fn allocated_claim_restricts_nodes() {
+    let mut objects = base();
+    objects.push(node("node-2"));
+    objects.push(claim("c", &[req("r", "class-a")]).allocated(json!([dedicated("r", "device-1")])).json());
+    objects.push(pod("p", &["c"], "2026-01-01T00:00:00Z"));
+    let mut p = plugin("", &objects);
+    assert!(p.prefilter("default/p").is_success());
+    assert!(p.filter(NODE).is_success(), "allocated on node-1");
+    let st = p.filter("node-2");
+    assert_eq!(st.code, Code::UnschedulableAndUnresolvable);
+    assert!(st.reason.contains("not available on node node-2"), "{}", st.reason);
+}
+
+#[test]
+fn claim_update_that_deallocates_frees_the_device() {
+    let mut objects = vec![node(NODE), class_a(), slice1(&[device("device-1")])];
+    let allocated = claim("old", &[req("r", "class-a")]).allocated(json!([dedicated("r", "device-1")]));
+    objects.push(allocated.json());
+    objects.push(claim("c", &[req("r", "class-a")]).json());
+    objects.push(pod("p", &["c"], "2026-01-01T00:00:00Z"));
+    let mut p = plugin("", &objects);
+    assert_status(run(&mut p, "p"), Code::Unschedulable, "cannot allocate all claims", "device-1 in use");
+    p.apply(EventKind::Update, &claim("old", &[req("r", "class-a")]).json().to_string()).unwrap();
+    assert_eq!(run(&mut p, "p").unwrap(), vec![vec![g("r", "device-1", false, None)]], "freed by the update");
+}
+
+#[test]
+fn slice_events_rebuild_the_index() {
+    let mut p = plugin("", &[node(NODE), class_a(), slice1(&[device("device-1")])]);
+    p.apply(EventKind::Add, &claim("c", &[req("r", "class-a")]).json().to_string()).unwrap();
+    p.apply(EventKind::Add, &pod("p", &["c"], "2026-01-01T00:00:00Z").to_string()).unwrap();
+    p.apply(EventKind::Update, &slice1(&[device("device-9")]).to_string()).unwrap();
+    assert_eq!(run(&mut p, "p").unwrap(), vec![vec![g("r", "device-9", false, None)]]);
+    p.unreserve(NODE);
+    p.apply(EventKind::Delete, &slice1(&[]).to_string()).unwrap();
+    assert_status(run(&mut p, "p"), Code::Unschedulable, "cannot allocate", "no slices left");
+}
+
+#[test]
+fn bad_objects_are_errors_naming_object_and_field() {
+    let mut p = Plugin::new("").unwrap();
+    let bad_quantity = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},
+        "spec":{"driver":"d","nodeName":"n","pool":{"name":"p","generation":1,"resourceSliceCount":1},
+                "devices":[{"name":"x","capacity":{"mem":{"value":"1.2.3Gi"}}}]}});
+    let err = p.apply(EventKind::Add, &bad_quantity.to_string()).unwrap_err().to_string();
+    assert!(err.contains("ResourceSlice s") && err.contains("spec.devices[0].capacity.mem.value"), "{err}");
+    let err = p.apply(EventKind::Add, "{not json").unwrap_err().to_string();
+    assert!(err.contains("malformed JSON"), "{err}");
+    let missing = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"},
+        "spec":{"devices":{"requests":[{"exactly":{"deviceClassName":"x"}}]}}});
+    let err = p.apply(EventKind::Add, &missing.to_string()).unwrap_err().to_string();
+    assert!(err.contains("ResourceClaim ns/c") && err.contains("spec.devices.requests[0]") && err.contains("name"), "{err}");
+    let deep = "[".repeat(10_000);
+    assert!(p.apply(EventKind::Add, &deep).is_err(), "deeply nested input is an error, not a stack overflow");
+    let errors = p
+        .load(&format!(r#"{{"kind":"List","items":[{bad_quantity},{}]}}"#, node("n")))
+        .unwrap();
+    assert_eq!(errors.len(), 1, "one bad object reported");
+    assert_eq!(p.node_names(), vec!["n".to_string()], "the good object loaded");
+}
+
+#[test]
+fn config_errors_name_the_field() {
+    for (cfg, needle) in [
+        ("{", "configuration"),
+        (r#"{"sharingAffinity":[{"driver":"d","cel":{"k":"object.x ==="}}]}"#, "sharingAffinity[0].cel.k"),
+        (r#"{"sharingAffinity":[{"driver":"d","cel":{"k":"\"x\""},"selector":{"cel":{"expression":"1 +"}}}]}"#, "selector"),
+    ] {
+        let err = Plugin::new(cfg).err().map(|e| e.to_string()).unwrap_or_default();
+        assert!(err.contains(needle), "{cfg}: {err}");
+    }
+}
