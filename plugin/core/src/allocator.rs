@@ -1017,7 +1017,7 @@ pub fn share_id_for(claim: &str, request: &str, device: &DeviceKey, position: us
         }
         h
     }
-    let pos = position.to_le_bytes();
+    let pos = (position as u64).to_le_bytes();
     let parts: [&[u8]; 4] = [claim.as_bytes(), request.as_bytes(), device.as_str().as_bytes(), &pos];
     let hi = fnv(0xcbf2_9ce4_8422_2325, &parts);
     let lo = fnv(0x8422_2325_cbf2_9ce4, &parts);
