@@ -309,7 +309,8 @@ mod tests {
 
     #[test]
     fn highest_score_wins_and_ties_go_to_the_smaller_name() {
-        let cases: &[(&[(&str, u32)], Option<&str>, &str)] = &[
+        type Feasible = &'static [(&'static str, u32)];
+        let cases: &[(Feasible, Option<&str>, &str)] = &[
             (&[("n1", 10), ("n2", 50), ("n3", 20)], Some("n2"), "highest score"),
             (&[("n2", 50), ("n3", 50)], Some("n2"), "tie: smaller name"),
             (&[], None, "nothing feasible"),
