@@ -169,8 +169,7 @@ fn compare(expected: &Value, actual: &Value, expected_name: &str, actual_name: &
 /// second pod.
 const SMALL_CLUSTER: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
   {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}},
-  {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"},
-   "spec": {"selectors": [{"cel": {"expression": "device.driver == \"gpu.example.com\""}}]}},
+  {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"}, "spec": {}},
   {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-1-gpu"},
    "spec": {"driver": "gpu.example.com", "nodeName": "node-1",
             "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
