@@ -113,7 +113,7 @@ fn run_replay(args: &ReplayArgs) -> Result<()> {
         eprintln!("warning: rejected {rejected}");
     }
     match args.output {
-        Output::Json => println!("{}", serde_json::to_string_pretty(&report::to_json(&result))?),
+        Output::Json => println!("{}", report::to_json_text(&result, true)),
         Output::Table => print!("{}", report::table(&result, args.explain)),
     }
     Ok(())

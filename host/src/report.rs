@@ -5,11 +5,11 @@
 //! `consumedCapacity` only when set, `error` only when a pod with feasible nodes was not bound):
 //!
 //! ```text
-//! {"rejected":["..."],
-//!  "pods":[{"pod":"ns/name","node":"node-1"|null,
+//! {"pods":[{"pod":"ns/name","node":"node-1"|null,
 //!           "nodes":[{"node":"...","code":"Success|Error|Unschedulable|UnschedulableAndUnresolvable","reason":"...","score":0}],
 //!           "allocations":[{"claim":"ns/name","results":[{"request":"...","driver":"...","pool":"...","device":"...",
 //!                                                        "shareID":"...","consumedCapacity":{"name":"qty"}}]}]}],
+//!  "rejected":["objects the loader or the plugin refused"],
 //!  "timing":{"filterNsPerNode":{"p50":0,"p90":0,"p99":0,"max":0},"prefilterNs":{"p50":0,"max":0},
 //!            "cycleNs":{"p50":0,"max":0},"engine":"component"}}
 //! ```
@@ -25,27 +25,34 @@ use crate::replay::{PodOutcome, Replay};
 
 /// The decisions of a replay as JSON: everything but `timing`. This is what golden tests compare.
 pub fn decisions(replay: &Replay) -> Value {
-    let doc = Decisions {
-        rejected: &replay.rejected,
-        pods: replay.pods.iter().map(pod_json).collect(),
-    };
-    serde_json::to_value(doc).expect("plain data serializes")
+    serde_json::to_value(document(replay, false)).expect("plain data serializes")
 }
 
 /// The full JSON report: the decisions plus `timing`.
 pub fn to_json(replay: &Replay) -> Value {
-    let mut doc = decisions(replay);
-    let timing = serde_json::to_value(timing(replay)).expect("plain data serializes");
-    if let Value::Object(map) = &mut doc {
-        map.insert("timing".into(), timing);
+    serde_json::to_value(document(replay, true)).expect("plain data serializes")
+}
+
+/// The report as pretty-printed JSON text with the fields in the documented order (a
+/// [`serde_json::Value`] would sort them); `timing` only when `with_timing`.
+pub fn to_json_text(replay: &Replay, with_timing: bool) -> String {
+    serde_json::to_string_pretty(&document(replay, with_timing)).expect("plain data serializes")
+}
+
+fn document(replay: &Replay, with_timing: bool) -> Document<'_> {
+    Document {
+        pods: replay.pods.iter().map(pod_json).collect(),
+        rejected: &replay.rejected,
+        timing: with_timing.then(|| timing(replay)),
     }
-    doc
 }
 
 #[derive(Serialize)]
-struct Decisions<'a> {
-    rejected: &'a [String],
+struct Document<'a> {
     pods: Vec<PodJson<'a>>,
+    rejected: &'a [String],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    timing: Option<Timing>,
 }
 
 #[derive(Serialize)]
@@ -369,6 +376,22 @@ mod tests {
         });
         assert_eq!(doc, expected);
         assert!(decisions(&sample()).get("timing").is_none());
+        let text = to_json_text(&sample(), true);
+        let keys = [
+            "\"pods\"",
+            "\"pod\"",
+            "\"node\"",
+            "\"nodes\"",
+            "\"allocations\"",
+            "\"rejected\"",
+            "\"timing\"",
+        ];
+        let order: Vec<usize> = keys.iter().map(|k| text.find(k).unwrap()).collect();
+        assert!(
+            order.windows(2).all(|w| w[0] < w[1]),
+            "fields in the documented order: {text}"
+        );
+        assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), expected);
     }
 
     #[test]
