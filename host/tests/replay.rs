@@ -245,6 +245,44 @@ fn exhausted_fuel() -> Result<(), Failed> {
     Ok(())
 }
 
+fn trap_mid_cycle() -> Result<(), Failed> {
+    let cluster = small_cluster();
+    let reference = native_decisions(&cluster)?;
+    let (pod, node) = (&cluster.pending[0], &cluster.nodes[0]);
+    let mut engine = plugin()?
+        .instantiate("", Limits::default())
+        .map_err(|e| format!("{e:#}"))?;
+    engine.load(&cluster.objects).map_err(|e| format!("{e:#}"))?;
+    let normal = Limits::default().fuel_per_call;
+    assert!(engine.prefilter(pod).is_success());
+
+    // A trap in filter: the replacement resumes the cycle, so filtering again works.
+    engine.set_fuel_per_call(1);
+    let trapped = engine.filter(node);
+    assert_eq!(trapped.code, Code::Error, "{trapped}");
+    assert!(trapped.reason.contains("trapped in filter"), "{trapped}");
+    engine.set_fuel_per_call(normal);
+    assert!(engine.filter(node).is_success(), "filter after the trap");
+
+    // A trap in score: the replacement re-filtered the feasible node, so reserve and bind work.
+    engine.set_fuel_per_call(1);
+    let trapped = engine.score(node).expect_err("score runs out of fuel");
+    assert!(trapped.reason.contains("trapped in score"), "{trapped}");
+    engine.set_fuel_per_call(normal);
+    engine
+        .reserve(node)
+        .map_err(|s| format!("reserve after the trap: {s}"))?;
+    let bound = engine
+        .bind(node)
+        .map_err(|s| format!("bind after the trap: {s}"))?;
+    assert_eq!(
+        bound, reference[0].allocations,
+        "the same allocation as without traps"
+    );
+    assert_eq!(engine.replacements(), 2);
+    Ok(())
+}
+
 fn memory_limit_trap() -> Result<(), Failed> {
     // Enough memory to start, far too little to hold the cluster: loading traps, which is an error
     // for the load (the replay cannot start) rather than a panic or a silent empty plugin.
