@@ -43,6 +43,10 @@ fn main() {
         exhausted_fuel,
     ));
     trials.push(Trial::test(
+        "component/trap-mid-cycle-resumes-the-cycle",
+        trap_mid_cycle,
+    ));
+    trials.push(Trial::test(
         "component/memory-limit-trap-is-an-error-status",
         memory_limit_trap,
     ));
