@@ -44,13 +44,19 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// The cargo command line that builds the guest core module.
+/// The cargo command line that builds the guest core module (the same `cargo` that runs this
+/// process, when there is one: `$CARGO`).
 pub fn build_command() -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.arg("build")
+    // Run from the workspace root and name the target directory, so that the module lands where
+    // [`target_dir`] looks for it whatever the caller's working directory (tests run in `host/`).
+    cmd.current_dir(workspace_root())
+        .arg("build")
         .arg("--manifest-path")
         .arg(workspace_root().join("Cargo.toml"))
+        .arg("--target-dir")
+        .arg(target_dir())
         .args([
             "-p",
             GUEST_PACKAGE,
