@@ -3,5 +3,19 @@
 //! A wasmtime host for the sharing-affinity plugin and the library behind the `sharing-affinity`
 //! CLI: it loads the plugin (natively, as a WebAssembly component, or as a kube-scheduler-wasm-extension
 //! core module), replays recorded scheduling cycles and reports decisions, allocations and latency.
+//!
+//! - [`engine`]: the [`engine::Engine`] trait every way of running the plugin implements.
+//! - [`native`]: [`native::NativeEngine`], the core library called directly (the baseline).
+//! - [`component`]: [`component::ComponentEngine`], the WIT component in wasmtime, with fuel and
+//!   memory limits and instance replacement after a trap; [`bindings`] holds the generated code.
+//! - [`artifact`]: finds (or builds with cargo) the guest core module and encodes it as a component.
+//! - [`replay`]: drives a recorded cluster through an engine pod by pod; [`report`] prints the result.
 
+pub mod artifact;
+pub mod bindings;
+pub mod component;
 pub mod engine;
+pub mod native;
+pub mod replay;
+pub mod report;
+// Engines contributed by other modules are declared below (e.g. `pub mod kswe;`).

@@ -1,0 +1,68 @@
+//! Per-node filter cost over the `testdata/*/` scenarios, for each engine.
+//!
+//! `cargo bench -p sharing-affinity-benches --bench filter` (add `-- --test` for a one-shot smoke run).
+//! Groups: `native` (the core called directly) and `component` (the WIT component in wasmtime);
+//! the difference is the wasm overhead. Each group has `filter/<scenario>`: one filter call on one
+//! node per iteration (cycling through the scenario's nodes), its verdict checked against
+//! `expected.json` inside the loop.
+
+use std::time::{Duration, Instant};
+
+use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
+use sharing_affinity_benches::{Scenario, filter_checked, prepare, scenarios};
+use sharing_affinity_host::artifact;
+use sharing_affinity_host::component::{ComponentPlugin, Limits};
+use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::native::NativeEngine;
+
+/// Times `iters` filter calls, cycling through the scenario's nodes.
+fn filter_loop(engine: &mut dyn Engine, scenario: &Scenario, iters: u64) -> Duration {
+    let nodes = &scenario.first_pod.1;
+    let start = Instant::now();
+    for i in 0..iters {
+        let (node, code) = &nodes[(i as usize) % nodes.len()];
+        filter_checked(engine, node, *code);
+    }
+    start.elapsed()
+}
+
+fn bench_group(
+    c: &mut Criterion,
+    group: &str,
+    scenarios: &[Scenario],
+    make: &dyn Fn(&Scenario) -> Box<dyn Engine>,
+) {
+    let mut g = c.benchmark_group(group);
+    for scenario in scenarios {
+        let mut engine = make(scenario);
+        if let Err(why) = prepare(engine.as_mut(), scenario) {
+            eprintln!("{group}: skipping {}: {why}", scenario.name);
+            continue;
+        }
+        g.bench_function(BenchmarkId::new("filter", &scenario.name), |b| {
+            b.iter_custom(|iters| filter_loop(engine.as_mut(), scenario, iters))
+        });
+    }
+    g.finish();
+}
+
+fn filter(c: &mut Criterion) {
+    let scenarios = scenarios();
+    bench_group(c, "native", &scenarios, &|s| {
+        Box::new(NativeEngine::new(&s.config).expect("native engine"))
+    });
+
+    let path = artifact::default_component().expect("building the plugin component");
+    let plugin = ComponentPlugin::from_file(&path).expect("compiling the plugin component");
+    bench_group(c, "component", &scenarios, &|s| {
+        Box::new(
+            plugin
+                .instantiate(&s.config, Limits::default())
+                .expect("component engine"),
+        )
+    });
+    // Further groups (e.g. `core-module`) follow the same pattern.
+}
+
+criterion_group!(benches, filter);
+criterion_main!(benches);

@@ -1,0 +1,608 @@
+//! [`ComponentEngine`]: the plugin as a WIT component in wasmtime.
+//!
+//! Set-up runs once, in the order Engine → Component → Linker → InstancePre ([`ComponentPlugin`]);
+//! every [`ComponentEngine`] instantiates from the shared `InstancePre` into its own `Store`. Each
+//! call into the guest gets a fuel budget ([`Limits::fuel_per_call`]) and the store a memory limit
+//! ([`Limits::memory_bytes`]).
+//!
+//! A trap (a guest panic, an out-of-bounds access, exhausted fuel or memory) never ends the replay:
+//! the call answers with an `Error` status carrying the trap message, and the engine replaces the
+//! store and instance and restores the plugin's state. To restore, it keeps a journal of everything
+//! that changed the state: the configuration, each batch of object events, and each bound pod with
+//! its node and allocations. A fresh instance is configured, gets the same event batches, and runs
+//! each bound pod's cycle again on the recorded node (prefilter, filter, reserve, bind); the
+//! allocations must come out identical, or the restore fails with an error naming the pod. An
+//! interrupted cycle is resumed too: its pod is prefiltered again and the nodes that passed filter
+//! are filtered again, so `score`, `reserve` and `bind` still work after a trap in a later call.
+
+use std::path::Path;
+
+use sharing_affinity_core::object::Object;
+use sharing_affinity_core::plugin::ClaimAllocation;
+use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
+use wasmtime::component::{Component, Linker};
+use wasmtime::error::Context;
+use wasmtime::{Config, Result, Store, StoreLimits, StoreLimitsBuilder, Trap, format_err};
+
+use crate::bindings::sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
+use crate::bindings::{self, Event, PluginPre};
+use crate::engine::Engine;
+
+/// Resource limits for one plugin instance.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Fuel for one call into the guest (roughly one unit per wasm instruction). An `update` batch
+    /// gets this much per event, plus one budget. Running out is a trap: an `Error` status.
+    pub fuel_per_call: u64,
+    /// Largest linear memory the instance may grow to, in bytes; a failed allocation in the guest
+    /// aborts it (a trap).
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    /// 4 billion units of fuel per call (seconds of guest work) and 1 GiB of memory.
+    fn default() -> Self {
+        Limits {
+            fuel_per_call: 4_000_000_000,
+            memory_bytes: 1 << 30,
+        }
+    }
+}
+
+/// The data each store carries: its memory limiter.
+pub struct HostState {
+    limits: StoreLimits,
+}
+
+/// A compiled, pre-linked plugin component, built once and shared by every engine instance.
+#[derive(Clone)]
+pub struct ComponentPlugin {
+    engine: wasmtime::Engine,
+    pre: PluginPre<HostState>,
+}
+
+impl ComponentPlugin {
+    /// Compiles a component (or a core module built with wit-bindgen, encoded on the fly).
+    pub fn from_file(path: &Path) -> Result<Self> {
+        let bytes = crate::artifact::read_plugin(path)?;
+        Self::from_bytes(&bytes).with_context(|| format!("loading plugin {}", path.display()))
+    }
+
+    /// Compiles a component from its binary.
+    pub fn from_bytes(component: &[u8]) -> Result<Self> {
+        let mut config = Config::new();
+        config.consume_fuel(true);
+        let engine = wasmtime::Engine::new(&config)?;
+        let component = Component::new(&engine, component).context("compiling the plugin component")?;
+        let linker = Linker::<HostState>::new(&engine);
+        let pre = linker
+            .instantiate_pre(&component)
+            .context("linking the plugin component")?;
+        let pre =
+            PluginPre::new(pre).context("the component does not export the sharing-affinity:plugin world")?;
+        Ok(ComponentPlugin { engine, pre })
+    }
+
+    /// Instantiates and configures the plugin; `config` is its JSON configuration (empty = defaults).
+    /// An invalid configuration is an error, as is a trap while configuring.
+    pub fn instantiate(&self, config: &str, limits: Limits) -> Result<ComponentEngine> {
+        let mut engine = ComponentEngine {
+            plugin: self.clone(),
+            limits,
+            restore_limits: limits,
+            config: config.to_string(),
+            live: None,
+            journal: Vec::new(),
+            cycle: None,
+            replacements: 0,
+        };
+        engine.live = Some(engine.fresh_instance()?);
+        Ok(engine)
+    }
+}
+
+/// A running instance and its store.
+struct Live {
+    store: Store<HostState>,
+    plugin: bindings::Plugin,
+}
+
+/// A state change the engine replays into a replacement instance.
+enum Entry {
+    /// A batch of object events.
+    Events(Vec<Event>),
+    /// A pod bound to a node, with the allocations `bind` returned.
+    Bound {
+        pod: String,
+        node: String,
+        allocations: Vec<ClaimAllocation>,
+    },
+}
+
+/// The scheduling cycle in progress.
+struct Cycle {
+    pod: String,
+    /// Nodes that passed filter in this cycle, in call order.
+    feasible: Vec<String>,
+}
+
+/// One plugin instance in wasmtime, driven through [`Engine`].
+pub struct ComponentEngine {
+    plugin: ComponentPlugin,
+    /// Limits for calls.
+    limits: Limits,
+    /// Limits for (re)creating and restoring an instance: those given at instantiation.
+    restore_limits: Limits,
+    config: String,
+    /// `None` after a trap whose restore failed; the next call tries again.
+    live: Option<Live>,
+    journal: Vec<Entry>,
+    cycle: Option<Cycle>,
+    replacements: usize,
+}
+
+impl ComponentEngine {
+    /// How many times the instance was replaced after a trap.
+    pub fn replacements(&self) -> usize {
+        self.replacements
+    }
+
+    /// Changes the fuel budget of later calls (tests use a tiny budget to force a trap). Restoring
+    /// an instance keeps the budget given at instantiation.
+    pub fn set_fuel_per_call(&mut self, fuel: u64) {
+        self.limits.fuel_per_call = fuel;
+    }
+
+    /// The current limits.
+    pub fn limits(&self) -> Limits {
+        self.limits
+    }
+
+    /// A new store and instance, configured, with no objects.
+    fn fresh_instance(&self) -> Result<Live> {
+        let limits = StoreLimitsBuilder::new()
+            .memory_size(self.restore_limits.memory_bytes)
+            .build();
+        let mut store = Store::new(&self.plugin.engine, HostState { limits });
+        store.limiter(|state| &mut state.limits);
+        store.set_fuel(self.restore_limits.fuel_per_call)?;
+        let plugin = self
+            .plugin
+            .pre
+            .instantiate(&mut store)
+            .context("instantiating the plugin")?;
+        plugin
+            .call_configure(&mut store, &self.config)
+            .map_err(trap_error)
+            .context("configuring the plugin")?
+            .map_err(|e| format_err!("invalid plugin configuration: {e}"))?;
+        Ok(Live { store, plugin })
+    }
+
+    /// Replaces the instance and replays the journal and the interrupted cycle into it.
+    fn restore(&mut self) -> Result<()> {
+        self.live = None;
+        self.replacements += 1;
+        let mut live = self.fresh_instance()?;
+        let limits = self.restore_limits;
+        for entry in &self.journal {
+            match entry {
+                Entry::Events(events) => {
+                    live.store.set_fuel(update_budget(limits, events.len()))?;
+                    live.plugin
+                        .call_update(&mut live.store, events)
+                        .map_err(trap_error)?;
+                }
+                Entry::Bound {
+                    pod,
+                    node,
+                    allocations,
+                } => {
+                    rebind(&mut live, limits, pod, node, allocations)
+                        .with_context(|| format!("re-binding pod {pod} to node {node}"))?;
+                }
+            }
+        }
+        if let Some(cycle) = &self.cycle {
+            live.store.set_fuel(limits.fuel_per_call)?;
+            let status = live
+                .plugin
+                .call_prefilter(&mut live.store, &cycle.pod)
+                .map_err(trap_error)?;
+            expect_success(status, || format!("prefilter of pod {}", cycle.pod))?;
+            for node in &cycle.feasible {
+                live.store.set_fuel(limits.fuel_per_call)?;
+                let status = live
+                    .plugin
+                    .call_filter(&mut live.store, node)
+                    .map_err(trap_error)?;
+                expect_success(status, || format!("filter of pod {} on node {node}", cycle.pod))?;
+            }
+        }
+        self.live = Some(live);
+        Ok(())
+    }
+
+    /// Calls the guest with a fresh fuel budget. A trap becomes an `Error` status, after which the
+    /// instance is replaced and restored.
+    fn call<T>(
+        &mut self,
+        what: &str,
+        fuel: u64,
+        f: impl FnOnce(&bindings::Plugin, &mut Store<HostState>) -> Result<T>,
+    ) -> Result<T, CoreStatus> {
+        if self.live.is_none() {
+            self.restore()
+                .map_err(|e| CoreStatus::error(format!("plugin instance could not be restored: {e:#}")))?;
+        }
+        let live = self
+            .live
+            .as_mut()
+            .expect("restore succeeded, so there is an instance");
+        let outcome = live
+            .store
+            .set_fuel(fuel)
+            .and_then(|()| f(&live.plugin, &mut live.store));
+        outcome.map_err(|err| {
+            let mut reason = format!("plugin trapped in {what}: {}", trap_error(err));
+            if let Err(e) = self.restore() {
+                reason.push_str(&format!("; restoring the instance failed: {e:#}"));
+            }
+            CoreStatus::error(reason)
+        })
+    }
+}
+
+impl Engine for ComponentEngine {
+    fn name(&self) -> &'static str {
+        "component"
+    }
+
+    fn load(&mut self, objects: &[Object]) -> Result<Vec<String>> {
+        let events: Vec<Event> = objects
+            .iter()
+            .map(|o| Event {
+                kind: EventKind::Add,
+                object: o.to_json().to_string(),
+            })
+            .collect();
+        let fuel = update_budget(self.limits, events.len());
+        let errors = self
+            .call("update", fuel, |plugin, store| plugin.call_update(store, &events))
+            .map_err(|status| format_err!("loading {} objects: {}", events.len(), status.reason))?;
+        self.journal.push(Entry::Events(events));
+        Ok(errors.into_iter().map(|e| e.message).collect())
+    }
+
+    fn prefilter(&mut self, pod: &str) -> CoreStatus {
+        // A new cycle replaces the previous one; it is recorded once prefilter succeeded, so that a
+        // restore after a trap in this very call does not run into the same trap.
+        self.cycle = None;
+        let fuel = self.limits.fuel_per_call;
+        let status = self
+            .call("prefilter", fuel, |p, s| p.call_prefilter(s, pod))
+            .map(core_status);
+        let status = status.unwrap_or_else(|trap| trap);
+        if status.is_success() {
+            self.cycle = Some(Cycle {
+                pod: pod.to_string(),
+                feasible: Vec::new(),
+            });
+        }
+        status
+    }
+
+    fn filter(&mut self, node: &str) -> CoreStatus {
+        let fuel = self.limits.fuel_per_call;
+        let status = self
+            .call("filter", fuel, |p, s| p.call_filter(s, node))
+            .map(core_status);
+        let status = status.unwrap_or_else(|trap| trap);
+        if status.is_success()
+            && let Some(cycle) = &mut self.cycle
+        {
+            cycle.feasible.push(node.to_string());
+        }
+        status
+    }
+
+    fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
+        let fuel = self.limits.fuel_per_call;
+        self.call("score", fuel, |p, s| p.call_score(s, node))?
+            .map_err(core_status)
+    }
+
+    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
+        let fuel = self.limits.fuel_per_call;
+        let result = self.call("reserve", fuel, |p, s| p.call_reserve(s, node))?;
+        decode_allocations(result.map_err(core_status)?)
+    }
+
+    fn unreserve(&mut self, node: &str) {
+        let fuel = self.limits.fuel_per_call;
+        // A trap here has nothing to report to: the instance is replaced, and the replacement holds
+        // no reservation either, which is what unreserve asks for.
+        let _ = self.call("unreserve", fuel, |p, s| p.call_unreserve(s, node));
+        self.cycle = None;
+    }
+
+    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
+        let fuel = self.limits.fuel_per_call;
+        let result = self.call("bind", fuel, |p, s| p.call_bind(s, node))?;
+        let allocations = decode_allocations(result.map_err(core_status)?)?;
+        if let Some(cycle) = self.cycle.take() {
+            self.journal.push(Entry::Bound {
+                pod: cycle.pod,
+                node: node.to_string(),
+                allocations: allocations.clone(),
+            });
+        }
+        Ok(allocations)
+    }
+}
+
+/// Runs a bound pod's cycle again on a replacement instance and checks the allocations match.
+fn rebind(
+    live: &mut Live,
+    limits: Limits,
+    pod: &str,
+    node: &str,
+    expected: &[ClaimAllocation],
+) -> Result<()> {
+    live.store.set_fuel(limits.fuel_per_call)?;
+    expect_success(
+        live.plugin
+            .call_prefilter(&mut live.store, pod)
+            .map_err(trap_error)?,
+        || "prefilter".into(),
+    )?;
+    live.store.set_fuel(limits.fuel_per_call)?;
+    expect_success(
+        live.plugin
+            .call_filter(&mut live.store, node)
+            .map_err(trap_error)?,
+        || "filter".into(),
+    )?;
+    live.store.set_fuel(limits.fuel_per_call)?;
+    let reserved = live
+        .plugin
+        .call_reserve(&mut live.store, node)
+        .map_err(trap_error)?;
+    reserved.map_err(|s| format_err!("reserve: {}", core_status(s)))?;
+    live.store.set_fuel(limits.fuel_per_call)?;
+    let bound = live.plugin.call_bind(&mut live.store, node).map_err(trap_error)?;
+    let bound = bound.map_err(|s| format_err!("bind: {}", core_status(s)))?;
+    let bound = decode_allocations(bound).map_err(|s| format_err!("bind: {}", s.reason))?;
+    if bound != expected {
+        return Err(format_err!(
+            "the replacement instance allocated differently: {bound:?} instead of {expected:?}"
+        ));
+    }
+    Ok(())
+}
+
+fn expect_success(status: bindings::Status, what: impl FnOnce() -> String) -> Result<()> {
+    let status = core_status(status);
+    if status.is_success() {
+        Ok(())
+    } else {
+        Err(format_err!(
+            "{} failed on the replacement instance: {status}",
+            what()
+        ))
+    }
+}
+
+/// Fuel for an `update` batch: one call's budget per event, plus one.
+fn update_budget(limits: Limits, events: usize) -> u64 {
+    let events = u64::try_from(events).unwrap_or(u64::MAX);
+    limits.fuel_per_call.saturating_mul(events.saturating_add(1))
+}
+
+/// The message of a trap (or of another wasmtime failure), without the wasm backtrace.
+fn trap_error(err: wasmtime::Error) -> wasmtime::Error {
+    match err.downcast_ref::<Trap>() {
+        Some(Trap::OutOfFuel) => format_err!("{} (fuel budget per call exhausted)", Trap::OutOfFuel),
+        Some(trap) => format_err!("{trap}"),
+        None => format_err!("{err:#}"),
+    }
+}
+
+fn core_status(s: bindings::Status) -> CoreStatus {
+    let code = match s.code {
+        Code::Success => CoreCode::Success,
+        Code::Error => CoreCode::Error,
+        Code::Unschedulable => CoreCode::Unschedulable,
+        Code::UnschedulableAndUnresolvable => CoreCode::UnschedulableAndUnresolvable,
+    };
+    CoreStatus::new(code, s.reason)
+}
+
+/// Decodes the allocations a guest returned; an undecodable one is the plugin's fault: an `Error`.
+fn decode_allocations(list: Vec<bindings::ClaimAllocation>) -> Result<Vec<ClaimAllocation>, CoreStatus> {
+    list.into_iter()
+        .map(|a| {
+            let claim = a.claim.clone();
+            claim_allocation(a).map_err(|e| {
+                CoreStatus::error(format!(
+                    "plugin returned an invalid allocation for claim {claim}: {e}"
+                ))
+            })
+        })
+        .collect()
+}
+
+fn claim_allocation(a: bindings::ClaimAllocation) -> Result<ClaimAllocation, String> {
+    use sharing_affinity_core::model::{AllocationResult, DeviceAllocationResult};
+    let config = from_json_or_default(&a.config, "config")?;
+    let node_selector = a
+        .node_selector
+        .as_deref()
+        .map(|s| serde_json::from_str(s).map_err(|e| format!("nodeSelector: {e}")))
+        .transpose()?;
+    let results = a
+        .results
+        .into_iter()
+        .map(device_result)
+        .collect::<Result<_, _>>()?;
+    Ok(ClaimAllocation {
+        claim: a.claim,
+        allocation: AllocationResult {
+            devices: DeviceAllocationResult { results, config },
+            node_selector,
+            allocation_timestamp: a.allocation_timestamp,
+        },
+    })
+}
+
+fn device_result(
+    r: DeviceResult,
+) -> Result<sharing_affinity_core::model::DeviceRequestAllocationResult, String> {
+    let consumed_capacity = r
+        .consumed_capacity
+        .map(|pairs| {
+            pairs
+                .into_iter()
+                .map(|(name, q)| {
+                    let quantity = q
+                        .parse()
+                        .map_err(|e| format!("device {}: consumedCapacity {name}: {e}", r.device))?;
+                    Ok((name, quantity))
+                })
+                .collect::<Result<_, String>>()
+        })
+        .transpose()?;
+    Ok(sharing_affinity_core::model::DeviceRequestAllocationResult {
+        tolerations: from_json_or_default(&r.tolerations, "tolerations")?,
+        request: r.request,
+        driver: r.driver,
+        pool: r.pool,
+        device: r.device,
+        admin_access: r.admin_access,
+        binding_conditions: r.binding_conditions,
+        binding_failure_conditions: r.binding_failure_conditions,
+        share_id: r.share_id,
+        consumed_capacity,
+    })
+}
+
+/// Decodes a JSON field that the WIT encodes as an empty string when it has no entries.
+fn from_json_or_default<T: serde::de::DeserializeOwned + Default>(
+    text: &str,
+    field: &str,
+) -> Result<T, String> {
+    if text.is_empty() {
+        Ok(T::default())
+    } else {
+        serde_json::from_str(text).map_err(|e| format!("{field}: {e}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_component_without_the_world_is_refused_with_a_clear_error() {
+        // An empty core module encodes to a valid component that exports nothing.
+        let empty = crate::artifact::encode_component(b"\0asm\x01\0\0\0").unwrap();
+        let err = ComponentPlugin::from_bytes(&empty)
+            .err()
+            .expect("an empty component is not a plugin");
+        let msg = format!("{err:#}");
+        assert!(
+            msg.contains("does not export the sharing-affinity:plugin world"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn allocations_round_trip_through_the_wit_records() {
+        use sharing_affinity_core::model::{
+            AllocationResult, DeviceRequestAllocationResult, DeviceToleration,
+        };
+        let mut result = DeviceRequestAllocationResult {
+            request: "nic".into(),
+            driver: "net.example.com".into(),
+            pool: "node-1".into(),
+            device: "eth1".into(),
+            admin_access: Some(false),
+            share_id: Some("0f0e".into()),
+            tolerations: vec![DeviceToleration {
+                key: "k".into(),
+                operator: "Exists".into(),
+                ..Default::default()
+            }],
+            binding_conditions: vec!["ready".into()],
+            ..Default::default()
+        };
+        result.binding_failure_conditions = vec!["failed".into()];
+        let mut allocation = AllocationResult::default();
+        allocation.devices.results.push(result.clone());
+        allocation.allocation_timestamp = Some("2025-01-01T00:00:00Z".into());
+        // What the guest sends for it (see plugin/guest/src/component.rs).
+        let wire = bindings::ClaimAllocation {
+            claim: "ns/c".into(),
+            results: vec![DeviceResult {
+                request: result.request.clone(),
+                driver: result.driver.clone(),
+                pool: result.pool.clone(),
+                device: result.device.clone(),
+                admin_access: Some(false),
+                share_id: Some("0f0e".into()),
+                consumed_capacity: None,
+                tolerations: serde_json::to_string(&result.tolerations).unwrap(),
+                binding_conditions: vec!["ready".into()],
+                binding_failure_conditions: vec!["failed".into()],
+            }],
+            config: String::new(),
+            node_selector: None,
+            allocation_timestamp: Some("2025-01-01T00:00:00Z".into()),
+        };
+        let decoded = decode_allocations(vec![wire]).unwrap();
+        assert_eq!(
+            decoded,
+            vec![ClaimAllocation {
+                claim: "ns/c".into(),
+                allocation
+            }]
+        );
+    }
+
+    #[test]
+    fn undecodable_allocations_are_error_statuses() {
+        let wire = bindings::ClaimAllocation {
+            claim: "ns/c".into(),
+            results: vec![],
+            config: "{not json".into(),
+            node_selector: None,
+            allocation_timestamp: None,
+        };
+        let status = decode_allocations(vec![wire]).unwrap_err();
+        assert_eq!(status.code, CoreCode::Error);
+        assert!(
+            status.reason.contains("claim ns/c") && status.reason.contains("config"),
+            "{status}"
+        );
+    }
+
+    #[test]
+    fn update_budget_scales_with_the_batch_and_saturates() {
+        let limits = Limits {
+            fuel_per_call: 10,
+            memory_bytes: 0,
+        };
+        assert_eq!(update_budget(limits, 0), 10);
+        assert_eq!(update_budget(limits, 4), 50);
+        assert_eq!(
+            update_budget(
+                Limits {
+                    fuel_per_call: u64::MAX,
+                    memory_bytes: 0
+                },
+                2
+            ),
+            u64::MAX
+        );
+    }
+}

@@ -1,0 +1,63 @@
+//! [`NativeEngine`]: the core library called directly, with no wasm in between. It is the baseline
+//! the component and core-module engines are compared against (decisions must be identical).
+
+use sharing_affinity_core::Status;
+use sharing_affinity_core::object::Object;
+use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
+
+use crate::engine::Engine;
+
+/// The plugin as a native Rust value.
+pub struct NativeEngine {
+    plugin: Plugin,
+}
+
+impl NativeEngine {
+    /// A configured plugin; `config` is the plugin configuration as JSON text (empty = defaults).
+    pub fn new(config: &str) -> wasmtime::Result<Self> {
+        let plugin =
+            Plugin::new(config).map_err(|e| wasmtime::format_err!("invalid plugin configuration: {e}"))?;
+        Ok(NativeEngine { plugin })
+    }
+}
+
+impl Engine for NativeEngine {
+    fn name(&self) -> &'static str {
+        "native"
+    }
+
+    fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>> {
+        // The objects go through JSON text, exactly as they cross into the wasm engines.
+        let mut rejected = Vec::new();
+        for object in objects {
+            if let Err(e) = self.plugin.apply(EventKind::Add, &object.to_json().to_string()) {
+                rejected.push(e.to_string());
+            }
+        }
+        Ok(rejected)
+    }
+
+    fn prefilter(&mut self, pod: &str) -> Status {
+        self.plugin.prefilter(pod)
+    }
+
+    fn filter(&mut self, node: &str) -> Status {
+        self.plugin.filter(node)
+    }
+
+    fn score(&mut self, node: &str) -> Result<u32, Status> {
+        self.plugin.score(node)
+    }
+
+    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        self.plugin.reserve(node)
+    }
+
+    fn unreserve(&mut self, node: &str) {
+        self.plugin.unreserve(node)
+    }
+
+    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        self.plugin.bind(node)
+    }
+}

@@ -1,0 +1,386 @@
+//! Replaying a recorded cluster through an [`Engine`]: the scheduling decisions kube-scheduler would
+//! take with only this plugin enabled.
+//!
+//! The input is what `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods -A -o json`
+//! prints. Every object is loaded into the engine; then the pending pods (no `spec.nodeName`) are
+//! scheduled one at a time, ordered by `metadata.creationTimestamp`, then `namespace/name`. For each
+//! pod: prefilter; filter on every node in name order (each call timed); score on the feasible nodes;
+//! the highest score wins (ties: the smaller node name); reserve and bind there, and unreserve when
+//! bind fails. When prefilter fails, every node gets its status.
+
+use std::path::Path;
+use std::time::Instant;
+
+use sharing_affinity_core::Status;
+use sharing_affinity_core::object::{Object, parse_objects};
+use sharing_affinity_core::plugin::ClaimAllocation;
+use wasmtime::error::Context;
+use wasmtime::{Result, format_err};
+
+use crate::engine::Engine;
+
+/// A recorded cluster, parsed.
+#[derive(Debug)]
+pub struct Cluster {
+    /// The objects of the kinds the plugin uses, in input order.
+    pub objects: Vec<Object>,
+    /// Objects that failed to decode, one message each (they are not loaded).
+    pub invalid: Vec<String>,
+    /// Node names, sorted.
+    pub nodes: Vec<String>,
+    /// Pending pods (`namespace/name`) in scheduling order.
+    pub pending: Vec<String>,
+}
+
+impl Cluster {
+    /// Parses a JSON document (a `List`, a single object or a stream). Text that is not JSON is an
+    /// error; an object that does not decode is listed in [`Cluster::invalid`].
+    pub fn parse(json: &str) -> Result<Cluster> {
+        let parsed = parse_objects(json).map_err(|e| format_err!("{e}"))?;
+        let mut nodes = Vec::new();
+        let mut pending = Vec::new();
+        for object in &parsed.objects {
+            match object {
+                Object::Node(node) => nodes.push(node.metadata.name.clone()),
+                Object::Pod(pod) if pod.spec.node_name.is_empty() => {
+                    pending.push((pod.metadata.creation_timestamp.clone(), object.key()));
+                }
+                _ => {}
+            }
+        }
+        nodes.sort();
+        pending.sort();
+        Ok(Cluster {
+            invalid: parsed.errors.iter().map(ToString::to_string).collect(),
+            objects: parsed.objects,
+            nodes,
+            pending: pending.into_iter().map(|(_, key)| key).collect(),
+        })
+    }
+
+    /// Reads and parses a cluster file.
+    pub fn from_file(path: &Path) -> Result<Cluster> {
+        let json = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+        Cluster::parse(&json).with_context(|| format!("parsing {}", path.display()))
+    }
+}
+
+/// What filter (and score, for feasible nodes) said about one node.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NodeOutcome {
+    /// The node name.
+    pub node: String,
+    /// The filter status (or the prefilter status, when prefilter failed).
+    pub status: Status,
+    /// The score, for feasible nodes.
+    pub score: Option<u32>,
+}
+
+/// The outcome of one pod's scheduling cycle.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PodOutcome {
+    /// `namespace/name`.
+    pub pod: String,
+    /// The node the pod was bound to, if any.
+    pub node: Option<String>,
+    /// One entry per node, in name order.
+    pub nodes: Vec<NodeOutcome>,
+    /// The allocations bind recorded (empty when the pod was not bound or has no claims).
+    pub allocations: Vec<ClaimAllocation>,
+    /// Why a pod with feasible nodes was not bound (a failed score, reserve or bind).
+    pub error: Option<String>,
+}
+
+/// Raw latency samples, in nanoseconds.
+#[derive(Clone, Debug, Default)]
+pub struct Samples {
+    /// One per filter call.
+    pub filter: Vec<u64>,
+    /// One per prefilter call.
+    pub prefilter: Vec<u64>,
+    /// One per pod: prefilter through bind (or the failing step).
+    pub cycle: Vec<u64>,
+}
+
+/// The result of a replay.
+#[derive(Clone, Debug)]
+pub struct Replay {
+    /// The engine's name.
+    pub engine: &'static str,
+    /// Objects rejected while loading: those that failed to decode, then those the plugin refused.
+    pub rejected: Vec<String>,
+    /// One entry per pending pod, in scheduling order.
+    pub pods: Vec<PodOutcome>,
+    /// Latency samples.
+    pub samples: Samples,
+}
+
+/// Loads the cluster into the engine and schedules its pending pods. `progress` is called after
+/// each pod. Only a failure to load (for example a trap while loading) is an error.
+pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnMut()) -> Result<Replay> {
+    let mut rejected = cluster.invalid.clone();
+    rejected.extend(
+        engine
+            .load(&cluster.objects)
+            .context("loading the cluster into the plugin")?,
+    );
+    let mut samples = Samples::default();
+    let mut pods = Vec::with_capacity(cluster.pending.len());
+    for pod in &cluster.pending {
+        let start = Instant::now();
+        pods.push(schedule(engine, pod, &cluster.nodes, &mut samples));
+        samples.cycle.push(nanos(start));
+        progress();
+    }
+    Ok(Replay {
+        engine: engine.name(),
+        rejected,
+        pods,
+        samples,
+    })
+}
+
+/// One scheduling cycle for `pod` over `nodes` (sorted by name), adding its latencies to `samples`.
+pub fn schedule(engine: &mut dyn Engine, pod: &str, nodes: &[String], samples: &mut Samples) -> PodOutcome {
+    let mut outcome = PodOutcome {
+        pod: pod.to_string(),
+        node: None,
+        nodes: Vec::new(),
+        allocations: Vec::new(),
+        error: None,
+    };
+    let start = Instant::now();
+    let pre = engine.prefilter(pod);
+    samples.prefilter.push(nanos(start));
+    if !pre.is_success() {
+        outcome.nodes = nodes
+            .iter()
+            .map(|n| NodeOutcome {
+                node: n.clone(),
+                status: pre.clone(),
+                score: None,
+            })
+            .collect();
+        return outcome;
+    }
+    for node in nodes {
+        let start = Instant::now();
+        let status = engine.filter(node);
+        samples.filter.push(nanos(start));
+        outcome.nodes.push(NodeOutcome {
+            node: node.clone(),
+            status,
+            score: None,
+        });
+    }
+    // Score the feasible nodes; the best is the highest score, ties going to the smaller name
+    // (nodes are visited in name order, so only a strictly higher score replaces the best).
+    let mut best: Option<(u32, String)> = None;
+    for entry in outcome.nodes.iter_mut().filter(|n| n.status.is_success()) {
+        match engine.score(&entry.node) {
+            Ok(score) => {
+                entry.score = Some(score);
+                if best.as_ref().is_none_or(|(b, _)| score > *b) {
+                    best = Some((score, entry.node.clone()));
+                }
+            }
+            Err(status) => {
+                // As in kube-scheduler, a failing score plugin fails the whole cycle.
+                outcome.error = Some(format!("score on node {}: {status}", entry.node));
+                return outcome;
+            }
+        }
+    }
+    let Some((_, node)) = best else { return outcome };
+    if let Err(status) = engine.reserve(&node) {
+        outcome.error = Some(format!("reserve on node {node}: {status}"));
+        engine.unreserve(&node);
+        return outcome;
+    }
+    match engine.bind(&node) {
+        Ok(allocations) => {
+            outcome.allocations = allocations;
+            outcome.node = Some(node);
+        }
+        Err(status) => {
+            outcome.error = Some(format!("bind on node {node}: {status}"));
+            engine.unreserve(&node);
+        }
+    }
+    outcome
+}
+
+fn nanos(start: Instant) -> u64 {
+    u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pending_pods_are_ordered_by_creation_then_key_and_nodes_by_name() {
+        let json = r#"{"kind":"List","items":[
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"node-b"}},
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"node-a"}},
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"late","namespace":"a","creationTimestamp":"2025-01-02T00:00:00Z"}},
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"z","namespace":"b","creationTimestamp":"2025-01-01T00:00:00Z"}},
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"y","namespace":"b","creationTimestamp":"2025-01-01T00:00:00Z"}},
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"bound","namespace":"a"},"spec":{"nodeName":"node-a"}}
+        ]}"#;
+        let cluster = Cluster::parse(json).unwrap();
+        assert_eq!(cluster.nodes, ["node-a", "node-b"]);
+        assert_eq!(cluster.pending, ["b/y", "b/z", "a/late"]);
+    }
+
+    #[test]
+    fn invalid_objects_are_listed_and_not_json_is_an_error() {
+        let json = r#"{"kind":"List","items":[{"apiVersion":"v1","kind":"Pod","metadata":{}}]}"#;
+        let cluster = Cluster::parse(json).unwrap();
+        assert_eq!(cluster.invalid.len(), 1, "{:?}", cluster.invalid);
+        assert!(
+            cluster.invalid[0].contains("metadata.name"),
+            "{:?}",
+            cluster.invalid
+        );
+        assert!(Cluster::parse("{not json").is_err());
+    }
+
+    /// An engine answering from fixed tables, to test the cycle logic without a plugin.
+    struct Scripted {
+        prefilter: Status,
+        feasible: Vec<(&'static str, u32)>,
+        bind_fails: bool,
+        calls: Vec<String>,
+    }
+
+    impl Engine for Scripted {
+        fn name(&self) -> &'static str {
+            "scripted"
+        }
+        fn load(&mut self, _: &[Object]) -> Result<Vec<String>> {
+            Ok(vec!["refused".into()])
+        }
+        fn prefilter(&mut self, pod: &str) -> Status {
+            self.calls.push(format!("prefilter {pod}"));
+            self.prefilter.clone()
+        }
+        fn filter(&mut self, node: &str) -> Status {
+            self.calls.push(format!("filter {node}"));
+            if self.feasible.iter().any(|(n, _)| *n == node) {
+                Status::success()
+            } else {
+                Status::unschedulable("no")
+            }
+        }
+        fn score(&mut self, node: &str) -> Result<u32, Status> {
+            Ok(self
+                .feasible
+                .iter()
+                .find(|(n, _)| *n == node)
+                .map(|(_, s)| *s)
+                .unwrap())
+        }
+        fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+            self.calls.push(format!("reserve {node}"));
+            Ok(Vec::new())
+        }
+        fn unreserve(&mut self, node: &str) {
+            self.calls.push(format!("unreserve {node}"));
+        }
+        fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+            self.calls.push(format!("bind {node}"));
+            if self.bind_fails {
+                Err(Status::error("api down"))
+            } else {
+                Ok(Vec::new())
+            }
+        }
+    }
+
+    fn cluster(nodes: &[&str]) -> Cluster {
+        Cluster {
+            objects: Vec::new(),
+            invalid: vec!["bad object".into()],
+            nodes: nodes.iter().map(|n| n.to_string()).collect(),
+            pending: vec!["ns/p".into()],
+        }
+    }
+
+    #[test]
+    fn highest_score_wins_and_ties_go_to_the_smaller_name() {
+        type Feasible = &'static [(&'static str, u32)];
+        let cases: &[(Feasible, Option<&str>, &str)] = &[
+            (&[("n1", 10), ("n2", 50), ("n3", 20)], Some("n2"), "highest score"),
+            (&[("n2", 50), ("n3", 50)], Some("n2"), "tie: smaller name"),
+            (&[], None, "nothing feasible"),
+        ];
+        for (feasible, expected, msg) in cases {
+            let mut engine = Scripted {
+                prefilter: Status::success(),
+                feasible: feasible.to_vec(),
+                bind_fails: false,
+                calls: vec![],
+            };
+            let r = replay(&mut engine, &cluster(&["n1", "n2", "n3"]), &mut || {}).unwrap();
+            assert_eq!(r.pods[0].node.as_deref(), *expected, "{msg}");
+            assert_eq!(r.samples.filter.len(), 3, "{msg}: one filter sample per node");
+            assert_eq!(r.rejected, ["bad object", "refused"], "{msg}");
+            let scored: Vec<_> = r.pods[0].nodes.iter().filter_map(|n| n.score).collect();
+            assert_eq!(
+                scored.len(),
+                feasible.len(),
+                "{msg}: scores only for feasible nodes"
+            );
+        }
+    }
+
+    #[test]
+    fn failed_prefilter_applies_to_every_node() {
+        let mut engine = Scripted {
+            prefilter: Status::unresolvable("no claim"),
+            feasible: vec![],
+            bind_fails: false,
+            calls: vec![],
+        };
+        let r = replay(&mut engine, &cluster(&["n1", "n2"]), &mut || {}).unwrap();
+        assert_eq!(r.pods[0].nodes.len(), 2);
+        assert!(
+            r.pods[0]
+                .nodes
+                .iter()
+                .all(|n| n.status == Status::unresolvable("no claim"))
+        );
+        assert_eq!(
+            engine.calls,
+            ["prefilter ns/p"],
+            "no filter after a failed prefilter"
+        );
+    }
+
+    #[test]
+    fn failed_bind_unreserves() {
+        let mut engine = Scripted {
+            prefilter: Status::success(),
+            feasible: vec![("n1", 1)],
+            bind_fails: true,
+            calls: vec![],
+        };
+        let r = replay(&mut engine, &cluster(&["n1"]), &mut || {}).unwrap();
+        assert_eq!(r.pods[0].node, None);
+        assert_eq!(
+            r.pods[0].error.as_deref(),
+            Some("bind on node n1: Error: api down")
+        );
+        assert_eq!(
+            engine.calls,
+            [
+                "prefilter ns/p",
+                "filter n1",
+                "reserve n1",
+                "bind n1",
+                "unreserve n1"
+            ]
+        );
+    }
+}

@@ -1,0 +1,320 @@
+//! Golden replays of `testdata/*/` through every engine, and trap recovery of the component engine.
+//!
+//! For each scenario directory there is one trial per engine (`native/<scenario>`,
+//! `component/<scenario>`). A trial replays `cluster.json` (with `config.json` as the plugin
+//! configuration when present) and compares the JSON report without `timing` to `expected.json`,
+//! printing a diff on mismatch. The component trial also requires decisions identical to the
+//! native engine's. A directory without `expected.json` fails.
+//!
+//! `AFFINITY_BLESS=1 cargo test -p sharing-affinity-host --test replay` rewrites `expected.json` from
+//! the native engine (the component trials then check they agree with it).
+
+use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
+
+use libtest_mimic::{Arguments, Failed, Trial};
+use serde_json::Value;
+use sharing_affinity_core::Code;
+use sharing_affinity_host::artifact;
+use sharing_affinity_host::component::{ComponentPlugin, Limits};
+use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::replay::{Cluster, PodOutcome, Replay, replay, schedule};
+use sharing_affinity_host::report;
+
+fn main() {
+    let args = Arguments::from_args();
+    let mut trials = Vec::new();
+    for dir in scenarios() {
+        let name = dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let native_dir = dir.clone();
+        trials.push(Trial::test(format!("native/{name}"), move || {
+            golden_native(&native_dir)
+        }));
+        trials.push(Trial::test(format!("component/{name}"), move || {
+            golden_component(&dir)
+        }));
+    }
+    trials.push(Trial::test(
+        "component/exhausted-fuel-is-an-error-status-and-state-survives",
+        exhausted_fuel,
+    ));
+    trials.push(Trial::test(
+        "component/trap-mid-cycle-resumes-the-cycle",
+        trap_mid_cycle,
+    ));
+    trials.push(Trial::test(
+        "component/memory-limit-trap-is-an-error-status",
+        memory_limit_trap,
+    ));
+    libtest_mimic::run(&args, trials).exit();
+}
+
+/// The scenario directories, sorted by name.
+fn scenarios() -> Vec<PathBuf> {
+    let root = artifact::workspace_root().join("testdata");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
+fn blessing() -> bool {
+    std::env::var_os("AFFINITY_BLESS").is_some_and(|v| v == "1")
+}
+
+/// The component, built and compiled once for all trials.
+fn plugin() -> Result<&'static ComponentPlugin, Failed> {
+    static PLUGIN: OnceLock<Result<ComponentPlugin, String>> = OnceLock::new();
+    PLUGIN
+        .get_or_init(|| {
+            let path = artifact::default_component().map_err(|e| format!("{e:#}"))?;
+            ComponentPlugin::from_file(&path).map_err(|e| format!("{e:#}"))
+        })
+        .as_ref()
+        .map_err(|e| Failed::from(format!("the plugin component is not available: {e}")))
+}
+
+fn config(dir: &Path) -> Result<String, Failed> {
+    let path = dir.join("config.json");
+    if path.is_file() {
+        read(&path)
+    } else {
+        Ok(String::new())
+    }
+}
+
+fn read(path: &Path) -> Result<String, Failed> {
+    std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()).into())
+}
+
+fn run(engine: &mut dyn Engine, dir: &Path) -> Result<Replay, Failed> {
+    let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
+    replay(engine, &cluster, &mut || {}).map_err(|e| format!("{e:#}").into())
+}
+
+fn native(dir: &Path) -> Result<Replay, Failed> {
+    let mut engine = NativeEngine::new(&config(dir)?).map_err(|e| format!("{e:#}"))?;
+    run(&mut engine, dir)
+}
+
+fn golden_native(dir: &Path) -> Result<(), Failed> {
+    let actual = native(dir)?;
+    let expected_path = dir.join("expected.json");
+    if blessing() {
+        let text = report::to_json_text(&actual, false) + "\n";
+        return std::fs::write(&expected_path, text)
+            .map_err(|e| format!("writing {}: {e}", expected_path.display()).into());
+    }
+    compare(
+        &expected(dir)?,
+        &report::decisions(&actual),
+        "expected.json",
+        "native",
+    )
+}
+
+fn golden_component(dir: &Path) -> Result<(), Failed> {
+    let expected = if blessing() { None } else { Some(expected(dir)?) };
+    let mut engine = plugin()?
+        .instantiate(&config(dir)?, Limits::default())
+        .map_err(|e| format!("{e:#}"))?;
+    let actual = report::decisions(&run(&mut engine, dir)?);
+    if engine.replacements() > 0 {
+        return Err(format!(
+            "the instance trapped {} time(s) during the replay",
+            engine.replacements()
+        )
+        .into());
+    }
+    compare(&report::decisions(&native(dir)?), &actual, "native", "component")?;
+    match expected {
+        Some(expected) => compare(&expected, &actual, "expected.json", "component"),
+        None => Ok(()),
+    }
+}
+
+fn expected(dir: &Path) -> Result<Value, Failed> {
+    let path = dir.join("expected.json");
+    if !path.is_file() {
+        return Err(format!(
+            "{} has no expected.json: every scenario needs one (AFFINITY_BLESS=1 writes it from the native engine)",
+            dir.display()
+        )
+        .into());
+    }
+    serde_json::from_str(&read(&path)?).map_err(|e| format!("{}: {e}", path.display()).into())
+}
+
+fn pretty(v: &Value) -> String {
+    serde_json::to_string_pretty(v).expect("a Value serializes")
+}
+
+/// Fails with a unified diff when the two documents differ.
+fn compare(expected: &Value, actual: &Value, expected_name: &str, actual_name: &str) -> Result<(), Failed> {
+    if expected == actual {
+        return Ok(());
+    }
+    let (e, a) = (pretty(expected), pretty(actual));
+    let diff = similar::TextDiff::from_lines(&e, &a);
+    Err(format!(
+        "{actual_name} differs from {expected_name}:\n{}\nre-run with AFFINITY_BLESS=1 to update expected.json \
+         if the new output is right",
+        diff.unified_diff().context_radius(3).header(expected_name, actual_name)
+    )
+    .into())
+}
+
+/// One node, one shareable device with 10Gi of memory, and three pods whose claims each want 6Gi:
+/// only the first fits, so a replacement instance that forgot the first binding would place the
+/// second pod.
+const SMALL_CLUSTER: &str = r#"{"apiVersion": "v1", "kind": "List", "items": [
+  {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "node-1"}},
+  {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "gpu.example.com"}, "spec": {}},
+  {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": {"name": "node-1-gpu"},
+   "spec": {"driver": "gpu.example.com", "nodeName": "node-1",
+            "pool": {"name": "node-1", "generation": 1, "resourceSliceCount": 1},
+            "devices": [{"name": "gpu-0", "allowMultipleAllocations": true,
+                         "capacity": {"memory": {"value": "10Gi"}}}]}},
+  CLAIMS_AND_PODS
+]}"#;
+
+fn small_cluster() -> Cluster {
+    let mut items = Vec::new();
+    for (i, name) in ["a", "b", "c"].iter().enumerate() {
+        items.push(format!(
+            r#"{{"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+                 "metadata": {{"name": "claim-{name}", "namespace": "default"}},
+                 "spec": {{"devices": {{"requests": [{{"name": "gpu", "exactly": {{
+                     "deviceClassName": "gpu.example.com", "capacity": {{"requests": {{"memory": "6Gi"}}}}}}}}]}}}}}}"#
+        ));
+        items.push(format!(
+            r#"{{"apiVersion": "v1", "kind": "Pod",
+                 "metadata": {{"name": "pod-{name}", "namespace": "default", "creationTimestamp": "2025-01-01T00:00:0{i}Z"}},
+                 "spec": {{"resourceClaims": [{{"name": "gpu", "resourceClaimName": "claim-{name}"}}]}}}}"#
+        ));
+    }
+    Cluster::parse(&SMALL_CLUSTER.replace("CLAIMS_AND_PODS", &items.join(",\n")))
+        .expect("the small cluster parses")
+}
+
+/// Schedules `pods` of the small cluster with a native engine: the reference decisions.
+fn native_decisions(cluster: &Cluster) -> Result<Vec<PodOutcome>, Failed> {
+    let mut engine = NativeEngine::new("").map_err(|e| format!("{e:#}"))?;
+    let result = replay(&mut engine, cluster, &mut || {}).map_err(|e| format!("{e:#}"))?;
+    Ok(result.pods)
+}
+
+fn exhausted_fuel() -> Result<(), Failed> {
+    let cluster = small_cluster();
+    let reference = native_decisions(&cluster)?;
+    if reference[0].node.is_none() || reference[1].node.is_some() {
+        return Err(format!("the small cluster should fit only its first pod: {reference:#?}").into());
+    }
+    let mut engine = plugin()?
+        .instantiate("", Limits::default())
+        .map_err(|e| format!("{e:#}"))?;
+    let rejected = engine.load(&cluster.objects).map_err(|e| format!("{e:#}"))?;
+    assert_eq!(rejected, Vec::<String>::new());
+    let mut samples = Default::default();
+    let first = schedule(&mut engine, &cluster.pending[0], &cluster.nodes, &mut samples);
+    assert_eq!(first, reference[0], "first pod, before any trap");
+
+    // Starve the next call: prefilter runs out of fuel, every node gets its Error status.
+    engine.set_fuel_per_call(1);
+    let starved = schedule(&mut engine, &cluster.pending[1], &cluster.nodes, &mut samples);
+    assert_eq!(engine.replacements(), 1, "the trapped instance was replaced");
+    let status = &starved.nodes[0].status;
+    assert_eq!(status.code, Code::Error, "{status}");
+    assert!(
+        status.reason.contains("prefilter") && status.reason.contains("fuel"),
+        "{status}"
+    );
+    assert!(starved.node.is_none());
+
+    // The replacement remembers the first binding: the rest of the replay matches the native one.
+    engine.set_fuel_per_call(Limits::default().fuel_per_call);
+    for (pod, expected) in cluster.pending.iter().zip(&reference).skip(1) {
+        let outcome = schedule(&mut engine, pod, &cluster.nodes, &mut samples);
+        assert_eq!(&outcome, expected, "pod {pod} after the trap");
+    }
+    Ok(())
+}
+
+fn trap_mid_cycle() -> Result<(), Failed> {
+    let cluster = small_cluster();
+    let reference = native_decisions(&cluster)?;
+    let (pod, node) = (&cluster.pending[0], &cluster.nodes[0]);
+    let mut engine = plugin()?
+        .instantiate("", Limits::default())
+        .map_err(|e| format!("{e:#}"))?;
+    engine.load(&cluster.objects).map_err(|e| format!("{e:#}"))?;
+    let normal = Limits::default().fuel_per_call;
+    assert!(engine.prefilter(pod).is_success());
+
+    // A trap in filter: the replacement resumes the cycle, so filtering again works.
+    engine.set_fuel_per_call(1);
+    let trapped = engine.filter(node);
+    assert_eq!(trapped.code, Code::Error, "{trapped}");
+    assert!(trapped.reason.contains("trapped in filter"), "{trapped}");
+    engine.set_fuel_per_call(normal);
+    assert!(engine.filter(node).is_success(), "filter after the trap");
+
+    // A trap in score: the replacement re-filtered the feasible node, so reserve and bind work.
+    engine.set_fuel_per_call(1);
+    let trapped = engine.score(node).expect_err("score runs out of fuel");
+    assert!(trapped.reason.contains("trapped in score"), "{trapped}");
+    engine.set_fuel_per_call(normal);
+    engine
+        .reserve(node)
+        .map_err(|s| format!("reserve after the trap: {s}"))?;
+    let bound = engine
+        .bind(node)
+        .map_err(|s| format!("bind after the trap: {s}"))?;
+    assert_eq!(
+        bound, reference[0].allocations,
+        "the same allocation as without traps"
+    );
+    assert_eq!(engine.replacements(), 2);
+    Ok(())
+}
+
+fn memory_limit_trap() -> Result<(), Failed> {
+    // Enough memory to start, far too little to hold the cluster: loading traps, which is an error
+    // for the load (the replay cannot start) rather than a panic or a silent empty plugin.
+    let limits = Limits {
+        memory_bytes: 4 << 20,
+        ..Limits::default()
+    };
+    let mut engine = match plugin()?.instantiate("", limits) {
+        Ok(engine) => engine,
+        Err(e) => return Err(format!("a 4 MiB instance should start: {e:#}").into()),
+    };
+    let mut objects = small_cluster().objects;
+    let big = objects.clone();
+    for _ in 0..3000 {
+        objects.extend(big.iter().cloned());
+    }
+    let err = match engine.load(&objects) {
+        Ok(rejected) => return Err(format!("loading past the memory limit succeeded: {rejected:?}").into()),
+        Err(e) => format!("{e:#}"),
+    };
+    assert!(err.contains("trapped in update"), "{err}");
+    assert_eq!(engine.replacements(), 1);
+    // The replacement works: calls answer with statuses, not traps.
+    let status = engine.prefilter("default/pod-a");
+    assert_ne!(
+        status.reason, "",
+        "prefilter on an empty replacement explains itself"
+    );
+    assert_eq!(engine.replacements(), 1, "no further trap");
+    Ok(())
+}

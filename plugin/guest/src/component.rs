@@ -1,0 +1,207 @@
+//! The WIT component adapter: exports the `sharing-affinity:plugin/plugin` world (`wit/plugin.wit`).
+//!
+//! This module holds the crate's only `wit_bindgen::generate!`. Each export decodes its arguments,
+//! calls [`sharing_affinity_core::plugin::Plugin`] and encodes the answer; there is no domain logic
+//! here. The plugin lives in a thread-local slot that `configure` fills; every other export answers
+//! with an `error` status (or error entries) until then, never with a trap.
+
+use std::cell::RefCell;
+
+use sharing_affinity_core::model::{AllocationResult, DeviceRequestAllocationResult};
+use sharing_affinity_core::plugin::{self as core_plugin, Plugin};
+use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
+
+wit_bindgen::generate!({
+    path: "../../wit",
+    world: "plugin",
+});
+
+use sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
+
+/// The exported component.
+struct Component;
+
+export!(Component);
+
+thread_local! {
+    /// The configured plugin, or `None` before `configure`.
+    static PLUGIN: RefCell<Option<Plugin>> = const { RefCell::new(None) };
+}
+
+/// The reason given when an extension point is called before `configure`.
+const NOT_CONFIGURED: &str = "plugin is not configured: call configure first";
+
+/// Runs `f` on the configured plugin, or returns `unconfigured` when there is none.
+fn with_plugin<T>(unconfigured: impl FnOnce() -> T, f: impl FnOnce(&mut Plugin) -> T) -> T {
+    PLUGIN.with(|slot| match slot.borrow_mut().as_mut() {
+        Some(plugin) => f(plugin),
+        None => unconfigured(),
+    })
+}
+
+impl Guest for Component {
+    fn configure(config: String) -> Result<(), String> {
+        let plugin = Plugin::new(&config).map_err(|e| e.to_string())?;
+        PLUGIN.with(|slot| *slot.borrow_mut() = Some(plugin));
+        Ok(())
+    }
+
+    fn update(events: Vec<Event>) -> Vec<EventError> {
+        let not_configured = || {
+            (0..events.len())
+                .map(|i| EventError {
+                    index: index_u32(i),
+                    message: NOT_CONFIGURED.to_string(),
+                })
+                .collect()
+        };
+        with_plugin(not_configured, |plugin| {
+            let mut errors = Vec::new();
+            for (i, event) in events.iter().enumerate() {
+                if let Err(e) = plugin.apply(event_kind(event.kind), &event.object) {
+                    errors.push(EventError {
+                        index: index_u32(i),
+                        message: e.to_string(),
+                    });
+                }
+            }
+            errors
+        })
+    }
+
+    fn prefilter(pod: String) -> Status {
+        with_plugin(not_configured, |plugin| status(plugin.prefilter(&pod)))
+    }
+
+    fn filter(node: String) -> Status {
+        with_plugin(not_configured, |plugin| status(plugin.filter(&node)))
+    }
+
+    fn score(node: String) -> Result<u32, Status> {
+        with_plugin(
+            || Err(not_configured()),
+            |plugin| plugin.score(&node).map_err(status),
+        )
+    }
+
+    fn reserve(node: String) -> Result<Vec<ClaimAllocation>, Status> {
+        with_plugin(
+            || Err(not_configured()),
+            |plugin| allocations(plugin.reserve(&node)),
+        )
+    }
+
+    fn unreserve(node: String) {
+        with_plugin(|| (), |plugin| plugin.unreserve(&node));
+    }
+
+    fn bind(node: String) -> Result<Vec<ClaimAllocation>, Status> {
+        with_plugin(|| Err(not_configured()), |plugin| allocations(plugin.bind(&node)))
+    }
+}
+
+fn not_configured() -> Status {
+    Status {
+        code: Code::Error,
+        reason: NOT_CONFIGURED.to_string(),
+    }
+}
+
+/// Batch positions fit in `u32`: a batch is a `list` whose length the canonical ABI bounds by `u32`.
+fn index_u32(i: usize) -> u32 {
+    u32::try_from(i).unwrap_or(u32::MAX)
+}
+
+fn event_kind(kind: EventKind) -> core_plugin::EventKind {
+    match kind {
+        EventKind::Add => core_plugin::EventKind::Add,
+        EventKind::Update => core_plugin::EventKind::Update,
+        EventKind::Delete => core_plugin::EventKind::Delete,
+    }
+}
+
+fn status(s: CoreStatus) -> Status {
+    let code = match s.code {
+        CoreCode::Success => Code::Success,
+        CoreCode::Error => Code::Error,
+        CoreCode::Unschedulable => Code::Unschedulable,
+        CoreCode::UnschedulableAndUnresolvable => Code::UnschedulableAndUnresolvable,
+        // `Code` is non-exhaustive: a code this WIT version cannot carry is reported, not dropped.
+        other => {
+            return Status {
+                code: Code::Error,
+                reason: format!("status code {other} has no WIT encoding: {}", s.reason),
+            };
+        }
+    };
+    Status {
+        code,
+        reason: s.reason,
+    }
+}
+
+fn allocations(
+    r: Result<Vec<core_plugin::ClaimAllocation>, CoreStatus>,
+) -> Result<Vec<ClaimAllocation>, Status> {
+    match r {
+        Ok(list) => list.into_iter().map(claim_allocation).collect(),
+        Err(s) => Err(status(s)),
+    }
+}
+
+/// Encodes one claim's allocation; JSON-typed fields are serialised here, and a serialisation
+/// failure (which cannot happen for these plain data types) is reported as an `error` status.
+fn claim_allocation(a: core_plugin::ClaimAllocation) -> Result<ClaimAllocation, Status> {
+    let AllocationResult {
+        devices,
+        node_selector,
+        allocation_timestamp,
+    } = a.allocation;
+    let config = if devices.config.is_empty() {
+        String::new()
+    } else {
+        to_json(&devices.config, &a.claim)?
+    };
+    let node_selector = node_selector.map(|s| to_json(&s, &a.claim)).transpose()?;
+    let results = devices
+        .results
+        .into_iter()
+        .map(|r| device_result(r, &a.claim))
+        .collect::<Result<_, _>>()?;
+    Ok(ClaimAllocation {
+        claim: a.claim,
+        results,
+        config,
+        node_selector,
+        allocation_timestamp,
+    })
+}
+
+fn device_result(r: DeviceRequestAllocationResult, claim: &str) -> Result<DeviceResult, Status> {
+    let tolerations = if r.tolerations.is_empty() {
+        String::new()
+    } else {
+        to_json(&r.tolerations, claim)?
+    };
+    Ok(DeviceResult {
+        request: r.request,
+        driver: r.driver,
+        pool: r.pool,
+        device: r.device,
+        admin_access: r.admin_access,
+        share_id: r.share_id,
+        consumed_capacity: r
+            .consumed_capacity
+            .map(|m| m.into_iter().map(|(name, q)| (name, q.to_string())).collect()),
+        tolerations,
+        binding_conditions: r.binding_conditions,
+        binding_failure_conditions: r.binding_failure_conditions,
+    })
+}
+
+fn to_json<T: serde::Serialize>(value: &T, claim: &str) -> Result<String, Status> {
+    serde_json::to_string(value).map_err(|e| Status {
+        code: Code::Error,
+        reason: format!("claim {claim}: encoding the allocation: {e}"),
+    })
+}
