@@ -21,7 +21,7 @@ use cel::{DeclarationError, Env, ExecutionError};
 
 use super::cost;
 use super::semver::Semver;
-use super::values::{QUANTITY_TYPE, QuantityVal, SEMVER_TYPE, SemverVal};
+use super::values::{QUANTITY_TYPE, QuantityVal, REGEX_TYPE, RegexVal, SEMVER_TYPE, SemverVal};
 use crate::quantity::{Format, Quantity};
 
 type Res<'b, 'v> = Result<CowVal<'b, 'v>, ExecutionError>;
@@ -77,6 +77,16 @@ fn build() -> Result<Env, DeclarationError> {
     env.add_member_overload("isGreaterThan", "semver_is_greater_than", s(), vec![s()], v_gt)?;
     env.add_member_overload("isLessThan", "semver_is_less_than", s(), vec![s()], v_lt)?;
     env.add_member_overload("compareTo", "semver_compare_to", s(), vec![s()], v_cmp)?;
+
+    // `matches` with a constant pattern, compiled once (see `compile::precompile_regexes`).
+    let re = || REGEX_TYPE.to_owned();
+    env.add_member_overload("matches", "@matches_regex", str_(), vec![re()], regex_matches)?;
+    env.add_overload(
+        "matches",
+        "@matches_string_regex",
+        vec![str_(), re()],
+        regex_matches,
+    )?;
 
     env.add_macro(Macro::receiver("bind", 3, bind_macro))?;
     cost::register(&mut env)?;
@@ -269,6 +279,12 @@ fn v_lt<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
 
 fn v_cmp<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     owned(CelInt::from(ordering(semver_cmp("compareTo", &args)?)))
+}
+
+fn regex_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
+    let text = arg::<CelString>("matches", &args, 0)?;
+    let regex = arg::<RegexVal>("matches", &args, 1)?;
+    owned(CelBool::from(regex.0.is_match(text.inner())))
 }
 
 /// `cel.bind(var, init, expr)`: a comprehension over an empty list whose accumulator, `var`, is

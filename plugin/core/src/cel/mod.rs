@@ -17,8 +17,10 @@
 //!   ([`DEFAULT_COST_LIMIT`], as Kubernetes' `CELSelectorExpressionMaxCost`) by metering the
 //!   instrumented expression: see the `cost` module for exactly what is charged.
 
+mod check;
 mod compile;
 mod cost;
+mod instrument;
 mod library;
 mod semver;
 mod values;
@@ -39,7 +41,10 @@ use values::StrMap;
 pub const DEFAULT_COST_LIMIT: u64 = 1_000_000;
 
 /// Compiled expressions a cache keeps before it starts over (upstream uses an LRU).
+#[cfg(not(test))]
 const CACHE_CAPACITY: usize = 4096;
+#[cfg(test)]
+const CACHE_CAPACITY: usize = 16;
 
 /// Why a CEL expression could not be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]

@@ -60,6 +60,7 @@ fn devices() -> BTreeMap<&'static str, CelDevice> {
                     ("version", A::Version("1.2.3-rc.1".into())),
                     ("versions", A::Versions(vec!["1.0.0".into(), "2.0.0".into()])),
                     ("path", s("  /dev/nvidia0  ")),
+                    ("badre", s("[")),
                 ],
                 &[
                     ("memory", "80Gi"),
@@ -390,8 +391,20 @@ fn device_attributes_capacity_and_domains() {
         (
             r#"device.attributes["dra.example.com"].model.matches("[")"#,
             "gpu",
+            Compile("invalid regular expression"),
+            "a bad constant pattern is a compile error",
+        ),
+        (
+            r#"device.driver.matches(device.attributes["dra.example.com"].badre)"#,
+            "gpu",
             Runtime("regex"),
-            "bad regex",
+            "a bad computed pattern is a runtime error",
+        ),
+        (
+            r#"matches(device.driver, "^dra\\.") && [device.driver].exists(d, d.matches("com$"))"#,
+            "gpu",
+            True,
+            "constant patterns in global calls and loops",
         ),
         (
             r#"device.attributes["dra.example.com"].model"#,
@@ -672,6 +685,18 @@ fn quantity_and_semver_libraries() {
             True,
             "comprehension over a map literal",
         ),
+        (
+            r#""%s-%d".format(["a", 1]) == "a-1""#,
+            "gpu",
+            True,
+            "format (strings extension)",
+        ),
+        (
+            r#""abc".charAt(1) == "b" && "abc".substring(1) == "bc" && "abc".lastIndexOf("c") == 2"#,
+            "gpu",
+            True,
+            "more string functions",
+        ),
     ];
     check(&CelCache::new(), &devices(), &cases);
 }
@@ -757,7 +782,18 @@ fn compile_errors_are_reported_and_cached() {
     check(&cache, &devices(), &cases);
     let first = cache.selector("device.foo").err();
     assert!(matches!(first, Some(CelError::Compile(_))), "{first:?}");
-    assert_eq!(cache.selector("device.foo").err(), first, "the error is cached");
+    assert_eq!(
+        cache.selector("device.foo").err(),
+        first,
+        "the error is returned again"
+    );
+    assert!(
+        matches!(
+            cache.selectors.lock().unwrap().get("device.foo"),
+            Some(Err(CelError::Compile(_)))
+        ),
+        "and kept in the cache"
+    );
     let a = cache.selector("device.driver == \"x\"").unwrap();
     let b = cache.selector("device.driver == \"x\"").unwrap();
     assert!(Arc::ptr_eq(&a, &b), "compiled once, shared");
@@ -998,4 +1034,91 @@ fn shared_types_are_thread_safe() {
     send_sync::<CelDevice>();
     send_sync::<CelObject>();
     send_sync::<CelError>();
+}
+
+#[test]
+fn cache_starts_over_when_full() {
+    let cache = CelCache::new();
+    for i in 0..CACHE_CAPACITY {
+        cache.selector(&format!("device.driver == \"{i}\"")).unwrap();
+    }
+    assert_eq!(cache.selectors.lock().unwrap().len(), CACHE_CAPACITY);
+    cache.selector("device.driver == \"one more\"").unwrap();
+    assert_eq!(
+        cache.selectors.lock().unwrap().len(),
+        1,
+        "cleared, then the new entry"
+    );
+    cache.extractor("object.a").unwrap();
+    assert_eq!(
+        cache.extractors.lock().unwrap().len(),
+        1,
+        "extractors are cached separately"
+    );
+}
+
+/// The smallest cost limit under which `expression` evaluates without a budget error.
+fn min_limit(expression: &str) -> u64 {
+    let devices = devices();
+    let fits = |limit: u64| {
+        !matches!(
+            CelCache::with_cost_limit(limit)
+                .selector(expression)
+                .and_then(|s| s.matches(&devices["gpu"])),
+            Err(CelError::Runtime(e)) if e.contains("cost budget")
+        )
+    };
+    let (mut low, mut high) = (0, 100_000);
+    assert!(fits(high), "{expression} costs more than {high}");
+    while low < high {
+        let mid = (low + high) / 2;
+        if fits(mid) { high = mid } else { low = mid + 1 }
+    }
+    low
+}
+
+#[test]
+fn loops_are_charged_per_iteration() {
+    // For each comprehension shape, one more element adds the same cost every time.
+    let shapes: &[(&str, &str)] = &[
+        ("{}.all(x, x >= 0)", "all (condition charged)"),
+        ("{}.exists(x, x < 0)", "exists"),
+        ("{}.exists_one(x, x == 0)", "exists_one"),
+        (
+            "size({}.map(x, x * 2)) > 0",
+            "map (element charged, in-place shape kept)",
+        ),
+        ("size({}.filter(x, x > 0)) >= 0", "filter (predicate charged)"),
+        ("size({}.map(x, x > 0, x)) >= 0", "map with a filter"),
+    ];
+    for (shape, msg) in shapes {
+        let costs: Vec<u64> = [10, 20, 30]
+            .iter()
+            .map(|&n| min_limit(&shape.replace("{}", &list(n))))
+            .collect();
+        let step = costs[1] - costs[0];
+        assert!(
+            step >= 10,
+            "{msg}: 10 more iterations cost at least 10 more ({costs:?})"
+        );
+        assert_eq!(
+            costs[2] - costs[1],
+            step,
+            "{msg}: linear in the iterations ({costs:?})"
+        );
+    }
+    // Copies are charged by size: binding a 100-byte string costs more than binding 1 byte.
+    let short = min_limit(r#"cel.bind(s, "x" + "", size(s) > 0)"#);
+    let long = min_limit(&format!(
+        r#"cel.bind(s, "{}" + "", size(s) > 0)"#,
+        "x".repeat(100)
+    ));
+    assert!(
+        long >= short + 10,
+        "concatenation is charged by size: {short} vs {long}"
+    );
+    // Binding a shared device map costs the same whatever its size.
+    let small = min_limit(r#"cel.bind(d, device.attributes["other.example.com"], size(d) > 0)"#);
+    let large = min_limit(r#"cel.bind(d, device.attributes["dra.example.com"], size(d) > 0)"#);
+    assert_eq!(small, large, "device maps are shared, not copied");
 }

@@ -20,6 +20,29 @@ use crate::quantity::Quantity;
 pub(crate) static QUANTITY_TYPE: Type = Type::new_unspecified_type("kubernetes.Quantity");
 /// `kubernetes.Semver`.
 pub(crate) static SEMVER_TYPE: Type = Type::new_unspecified_type("kubernetes.Semver");
+/// A regular expression compiled with its expression (never written by users).
+pub(crate) static REGEX_TYPE: Type = Type::new_unspecified_type("@regex");
+
+/// The constant pattern of a `matches()` call, compiled once with the expression instead of on
+/// every call.
+#[derive(Clone, Debug)]
+pub(crate) struct RegexVal(pub(crate) Arc<regex::Regex>);
+
+impl Val for RegexVal {
+    fn get_type(&self) -> &Type {
+        &REGEX_TYPE
+    }
+    fn cel_type() -> &'static Type {
+        &REGEX_TYPE
+    }
+    fn clone_as_boxed<'v>(&self) -> Box<dyn Val + 'v> {
+        Box::new(self.clone())
+    }
+    fn as_any(&self) -> Option<&dyn Any> {
+        Some(self)
+    }
+}
+impl StaticVal for RegexVal {}
 
 /// A `kubernetes.Quantity` value. Equal to another quantity of the same numeric value; no `<`
 /// (use `compareTo`, `isLessThan`, `isGreaterThan`), as in Kubernetes.
@@ -82,6 +105,9 @@ struct StrMapInner {
 
 /// An immutable CEL `map` with string keys, shared behind an `Arc` so that binding it to a
 /// variable (`cel.bind`, comprehensions) copies a pointer, not the entries.
+///
+/// It compares equal to any map with the same entries; cel-rust's own map type only compares
+/// equal to its own kind, so `{"a": 1} == m` is false where `m == {"a": 1}` is true.
 #[derive(Clone, Debug)]
 pub(crate) struct StrMap(Arc<StrMapInner>);
 
