@@ -446,13 +446,13 @@ impl fmt::Display for Quantity {
         let magnitude = self.nanos.unsigned_abs();
         let mut format = self.format;
         if format == Format::BinarySI {
-            if magnitude < 1024 * NANO || magnitude % NANO != 0 {
+            if magnitude < 1024 * NANO || !magnitude.is_multiple_of(NANO) {
                 // Small or fractional binary values print in decimal SI so nothing is rounded.
                 format = Format::DecimalSI;
             } else {
                 let mut units = magnitude / NANO;
                 let mut exp = 0;
-                while units % 1024 == 0 {
+                while units.is_multiple_of(1024) {
                     units /= 1024;
                     exp += 1;
                 }
@@ -467,7 +467,7 @@ impl fmt::Display for Quantity {
         // of three.
         let mut mantissa = magnitude;
         let mut exp: i64 = -9;
-        while mantissa % 10 == 0 {
+        while mantissa.is_multiple_of(10) {
             mantissa /= 10;
             exp += 1;
         }

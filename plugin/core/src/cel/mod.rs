@@ -1,13 +1,50 @@
 //! CEL for DRA: device selectors (`device.*`) and sharing-affinity extractors (`object.*`).
 //!
-//! SKELETON: the helper owning this module replaces the bodies; the public API below is the contract
-//! the allocator codes against.
+//! Expressions run on [cel-rust](https://crates.io/crates/cel) 0.15 with its standard library and
+//! strings extension, plus the Kubernetes functions DRA users write: `quantity()`, `isQuantity()`
+//! and the quantity methods, `semver()`, `isSemver()` and the version methods, and `cel.bind()`.
+//!
+//! - **Variables.** Selectors see `device` with `driver` (string), `attributes[domain][id]`,
+//!   `capacity[domain][id]` (a quantity) and `allowMultipleAllocations` (bool). Names without a
+//!   domain belong to the driver's domain; an unknown domain is an empty map, so
+//!   `device.attributes["x"].y` is a "no such key" error while `"y" in device.attributes["x"]` is
+//!   false. Attribute values are `int`, `bool`, `string`, a semantic version, or lists of those.
+//!   Extractors see the opaque configuration object as `object` (JSON mapped to CEL values).
+//! - **Compilation** parses and checks names (variables, `device` fields, declared functions);
+//!   results are cached by text in [`CelCache`], compile errors included.
+//! - **Evaluation** binds the prepared [`CelDevice`] or [`CelObject`] by reference (no per-call
+//!   conversion) in a context over one shared environment, and enforces a cost budget
+//!   ([`DEFAULT_COST_LIMIT`], as Kubernetes' `CELSelectorExpressionMaxCost`) by metering the
+//!   instrumented expression: see the `cost` module for exactly what is charged.
 
-use std::collections::BTreeMap;
-use std::sync::Arc;
+mod check;
+mod compile;
+mod cost;
+mod instrument;
+mod library;
+mod semver;
+mod values;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+
+use cel::Env;
+use cel::common::types::{CelBool, CelString};
+use cel::common::value::Val;
 
 use crate::model::AttributeValue;
 use crate::quantity::Quantity;
+use compile::{Program, Root};
+use values::StrMap;
+
+/// Runtime cost limit of one evaluation, as Kubernetes' `CELSelectorExpressionMaxCost`.
+pub const DEFAULT_COST_LIMIT: u64 = 1_000_000;
+
+/// Compiled expressions a cache keeps before it starts over (upstream uses an LRU).
+#[cfg(not(test))]
+const CACHE_CAPACITY: usize = 4096;
+#[cfg(test)]
+const CACHE_CAPACITY: usize = 16;
 
 /// Why a CEL expression could not be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -31,7 +68,9 @@ pub enum CelError {
 /// A device prepared once for selector evaluation: `device.driver`, `device.attributes[domain][id]`,
 /// `device.capacity[domain][id]`, `device.allowMultipleAllocations`.
 pub struct CelDevice {
-    _private: (),
+    /// The `device` value, or why it cannot be evaluated (a version attribute that is not a
+    /// semantic version fails every evaluation, as upstream).
+    value: Result<StrMap, String>,
 }
 
 impl CelDevice {
@@ -42,54 +81,87 @@ impl CelDevice {
         capacity: &BTreeMap<String, Quantity>,
         allow_multiple_allocations: bool,
     ) -> Self {
-        let _ = (driver, attributes, capacity, allow_multiple_allocations);
-        todo!()
+        CelDevice {
+            value: values::device_value(driver, attributes, capacity, allow_multiple_allocations),
+        }
     }
 }
 
 /// An opaque configuration object prepared once for extractor evaluation (`object.*`).
 pub struct CelObject {
-    _private: (),
+    value: Box<dyn Val>,
 }
 
 impl CelObject {
     /// Prepares a JSON object.
     pub fn new(object: &serde_json::Value) -> Self {
-        let _ = object;
-        todo!()
+        CelObject {
+            value: values::json_value(object),
+        }
     }
 }
 
 /// A compiled device selector.
 pub struct Selector {
-    _private: (),
+    program: Program,
+    env: Arc<Env>,
+    cost_limit: u64,
 }
 
 impl Selector {
     /// Evaluates the selector; a non-bool result is [`CelError::WrongType`].
     pub fn matches(&self, device: &CelDevice) -> Result<bool, CelError> {
-        let _ = device;
-        todo!()
+        let value = device.value.as_ref().map_err(|e| CelError::Runtime(e.clone()))?;
+        self.program.eval(&self.env, value, self.cost_limit, |result| {
+            result
+                .downcast_ref::<CelBool>()
+                .map(|b| *b.inner())
+                .ok_or_else(|| wrong_type("bool", result))
+        })
     }
 }
 
 /// A compiled sharing-affinity extractor expression.
 pub struct Extractor {
-    _private: (),
+    program: Program,
+    env: Arc<Env>,
+    cost_limit: u64,
 }
 
 impl Extractor {
     /// Evaluates the extractor; a non-string result is [`CelError::WrongType`].
     pub fn extract(&self, object: &CelObject) -> Result<String, CelError> {
-        let _ = object;
-        todo!()
+        self.program
+            .eval(&self.env, object.value.as_ref(), self.cost_limit, |result| {
+                result
+                    .downcast_ref::<CelString>()
+                    .map(|s| s.inner().to_owned())
+                    .ok_or_else(|| wrong_type("string", result))
+            })
     }
 }
 
+fn wrong_type(expected: &'static str, got: &dyn Val) -> CelError {
+    CelError::WrongType {
+        expected,
+        got: got.get_type().name().to_owned(),
+    }
+}
+
+type Entries<T> = Mutex<HashMap<String, Result<Arc<T>, CelError>>>;
+
 /// Compiles expressions once and caches them by text.
-#[derive(Default)]
 pub struct CelCache {
-    _private: (),
+    env: Arc<Env>,
+    cost_limit: u64,
+    selectors: Entries<Selector>,
+    extractors: Entries<Extractor>,
+}
+
+impl Default for CelCache {
+    fn default() -> Self {
+        CelCache::with_cost_limit(DEFAULT_COST_LIMIT)
+    }
 }
 
 impl CelCache {
@@ -97,14 +169,63 @@ impl CelCache {
     pub fn new() -> Self {
         Self::default()
     }
+
+    /// A new, empty cache whose expressions may each cost at most `limit` per evaluation.
+    pub fn with_cost_limit(limit: u64) -> Self {
+        CelCache {
+            env: library::environment(),
+            cost_limit: limit,
+            selectors: Mutex::default(),
+            extractors: Mutex::default(),
+        }
+    }
+
     /// The compiled selector for `expression`, compiling it on first use.
     pub fn selector(&self, expression: &str) -> Result<Arc<Selector>, CelError> {
-        let _ = expression;
-        todo!()
+        cached(&self.selectors, expression, || {
+            Ok(Selector {
+                program: compile::compile(&self.env, expression, Root::Device)?,
+                env: Arc::clone(&self.env),
+                cost_limit: self.cost_limit,
+            })
+        })
     }
+
     /// The compiled extractor for `expression`, compiling it on first use.
     pub fn extractor(&self, expression: &str) -> Result<Arc<Extractor>, CelError> {
-        let _ = expression;
-        todo!()
+        cached(&self.extractors, expression, || {
+            Ok(Extractor {
+                program: compile::compile(&self.env, expression, Root::Object)?,
+                env: Arc::clone(&self.env),
+                cost_limit: self.cost_limit,
+            })
+        })
     }
 }
+
+fn cached<T>(
+    entries: &Entries<T>,
+    expression: &str,
+    compile: impl FnOnce() -> Result<T, CelError>,
+) -> Result<Arc<T>, CelError> {
+    // A panic elsewhere cannot leave the map half-updated: recover it.
+    let lookup = |entries: &Entries<T>| {
+        entries
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+            .get(expression)
+            .cloned()
+    };
+    if let Some(found) = lookup(entries) {
+        return found;
+    }
+    let compiled = compile().map(Arc::new);
+    let mut map = entries.lock().unwrap_or_else(|poisoned| poisoned.into_inner());
+    if map.len() >= CACHE_CAPACITY {
+        map.clear();
+    }
+    map.entry(expression.to_owned()).or_insert(compiled).clone()
+}
+
+#[cfg(test)]
+mod tests;

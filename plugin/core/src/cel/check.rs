@@ -1,0 +1,479 @@
+//! Checks made before an expression is instrumented: nesting limits (before parsing) and names
+//! (after parsing).
+//!
+//! cel-rust parses without type-checking, so names are checked here instead: every identifier
+//! must be the expression's variable (`device` or `object`), a comprehension or `cel.bind`
+//! variable, or a type name; `device.<field>` must be one of the DRA device fields; every
+//! function must be declared in the environment for the way it is called (global or member).
+//! Type errors (`device.driver == 1`, `quantity(1)`) surface at evaluation.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+
+use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::{Context, Env, ExecutionError, Value};
+
+use super::CelError;
+use super::compile::Root;
+
+/// A compile error.
+pub(super) fn compile_error(msg: impl Into<String>) -> CelError {
+    CelError::Compile(msg.into())
+}
+
+/// Deepest bracket nesting accepted (also the parser's recursion limit).
+pub(crate) const MAX_NESTING: usize = 24;
+/// Deepest recursion a chain of operators, selections, calls and indexes may create.
+pub(crate) const MAX_CHAIN: usize = 64;
+
+/// Recursion depth of one bracket level (or the whole expression), as the parser builds it.
+#[derive(Default)]
+struct Level {
+    /// Binary operators in the current chain: a left-deep chain nests each under the next.
+    ops: usize,
+    /// Depth of the current operand: selections, calls, indexes and what their brackets hold.
+    operand: usize,
+    /// Deepest operand of the current chain.
+    max_operand: usize,
+    /// Deepest finished chain of this level (`,`, `&&`, `||`, `?`, `:` end a chain).
+    best: usize,
+}
+
+impl Level {
+    fn depth(&self) -> usize {
+        self.best.max(self.ops + self.max_operand.max(self.operand))
+    }
+    fn end_chain(&mut self) {
+        *self = Level {
+            best: self.depth(),
+            ..Level::default()
+        };
+    }
+    fn end_operand(&mut self) {
+        self.ops += 1;
+        self.max_operand = self.max_operand.max(self.operand);
+        self.operand = 0;
+    }
+}
+
+/// Rejects expressions that would nest too deeply for a fixed-size stack, before parsing.
+///
+/// cel-rust's parser, checker and interpreter recurse over the expression: a chain like
+/// `1 + 1 + ... + 1` (left-deep) or `[[[[...]]]]` needs stack in proportion to its length, and
+/// the growable stacks that let Kubernetes accept such expressions do not exist here (a wasm
+/// guest has a few hundred KiB). A lexical scan bounds that depth: brackets may nest
+/// [`MAX_NESTING`] deep, and the recursion depth a left-deep chain of binary operators,
+/// selections, calls and indexes creates may not exceed [`MAX_CHAIN`] (`&&`, `||`, `?:` and `,`
+/// start new chains, as the parser keeps those flat or balanced).
+pub(super) fn check_nesting(source: &str) -> Result<(), CelError> {
+    let bytes = source.as_bytes();
+    let mut levels: Vec<Level> = vec![Level::default()];
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
+        let level = levels.len() - 1;
+        match b {
+            b'"' | b'\'' => {
+                let raw = i >= 1
+                    && matches!(bytes[i - 1], b'r' | b'R')
+                    && (i < 2 || !is_ident(bytes[i - 2]) || matches!(bytes[i - 2], b'b' | b'B'));
+                i = skip_string(bytes, i, raw);
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                while i < bytes.len() && bytes[i] != b'\n' {
+                    i += 1;
+                }
+                continue;
+            }
+            b'(' | b'[' | b'{' => {
+                levels[level].operand += 1;
+                levels.push(Level::default());
+                if levels.len() > MAX_NESTING + 1 {
+                    return Err(compile_error(format!(
+                        "expression nests brackets more than {MAX_NESTING} deep"
+                    )));
+                }
+            }
+            b')' | b']' | b'}' if level > 0 => {
+                let inner = levels.pop().map_or(0, |l| l.depth());
+                levels[level - 1].operand += inner;
+            }
+            b',' | b'?' | b':' => levels[level].end_chain(),
+            b'&' | b'|' if bytes.get(i + 1) == Some(&b) => {
+                levels[level].end_chain();
+                i += 1;
+            }
+            b'+' | b'-' | b'*' | b'/' | b'%' | b'<' | b'>' | b'!' | b'=' => {
+                levels[level].end_operand();
+                if bytes.get(i + 1) == Some(&b'=') {
+                    i += 1;
+                }
+            }
+            // A selection, not the point of a number.
+            b'.' if !(i > 0 && bytes[i - 1].is_ascii_digit() && !ident_before_digits(bytes, i)) => {
+                levels[level].operand += 1;
+            }
+            _ if is_ident(b) => {
+                let start = i;
+                while i < bytes.len() && is_ident(bytes[i]) {
+                    i += 1;
+                }
+                if &bytes[start..i] == b"in" {
+                    levels[level].end_operand();
+                }
+                continue;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    while levels.len() > 1 {
+        let inner = levels.pop().map_or(0, |l| l.depth());
+        if let Some(parent) = levels.last_mut() {
+            parent.operand += inner;
+        }
+    }
+    let depth = levels[0].depth();
+    if depth > MAX_CHAIN {
+        return Err(compile_error(format!(
+            "expression nests {depth} operators, selections, calls or indexes inside each \
+             other; at most {MAX_CHAIN} are supported"
+        )));
+    }
+    Ok(())
+}
+
+/// Whether the digits ending at `dot` belong to an identifier (`a1.b`) rather than a number.
+fn ident_before_digits(bytes: &[u8], dot: usize) -> bool {
+    let mut j = dot;
+    while j > 0 && bytes[j - 1].is_ascii_digit() {
+        j -= 1;
+    }
+    j > 0 && (bytes[j - 1].is_ascii_alphabetic() || bytes[j - 1] == b'_')
+}
+
+/// The index just past the string literal opening at `start` (single, double or triple quotes).
+fn skip_string(bytes: &[u8], start: usize, raw: bool) -> usize {
+    let quote = bytes[start];
+    let triple = bytes.get(start + 1) == Some(&quote) && bytes.get(start + 2) == Some(&quote);
+    let mut i = start + if triple { 3 } else { 1 };
+    while i < bytes.len() {
+        if bytes[i] == b'\\' && !raw {
+            i += 2;
+            continue;
+        }
+        if bytes[i] == quote {
+            if !triple {
+                return i + 1;
+            }
+            if bytes.get(i + 1) == Some(&quote) && bytes.get(i + 2) == Some(&quote) {
+                return i + 3;
+            }
+        }
+        i += 1;
+    }
+    bytes.len()
+}
+
+pub(super) struct Checker<'a> {
+    env: &'a Arc<Env>,
+    root: Root,
+    /// Comprehension and `cel.bind` variables in scope.
+    scopes: Vec<String>,
+    /// Functions already found declared, as `(name, member)`.
+    declared: HashSet<(String, bool)>,
+}
+
+fn is_identifier(name: &str) -> bool {
+    let mut chars = name.chars();
+    chars.next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && chars.all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// `a.b.c` as `["a", "b", "c"]`, when the expression is only identifiers and field selections.
+fn qualified_name(expr: &IdedExpr) -> Option<Vec<&str>> {
+    match &expr.expr {
+        Expr::Ident(name) => Some(vec![name.as_str()]),
+        Expr::Select(select) if !select.test => {
+            let mut segments = qualified_name(&select.operand)?;
+            segments.push(select.field.as_str());
+            Some(segments)
+        }
+        _ => None,
+    }
+}
+
+impl<'a> Checker<'a> {
+    pub(super) fn new(env: &'a Arc<Env>, root: Root) -> Self {
+        Checker {
+            env,
+            root,
+            scopes: Vec::new(),
+            declared: HashSet::new(),
+        }
+    }
+}
+
+impl Checker<'_> {
+    fn is_variable(&self, name: &str) -> bool {
+        name == self.root.name() || self.scopes.iter().any(|s| s == name)
+    }
+
+    pub(super) fn check(&mut self, expr: &IdedExpr) -> Result<(), CelError> {
+        match &expr.expr {
+            Expr::Unspecified => Err(compile_error("incomplete expression")),
+            Expr::Literal(_) => Ok(()),
+            Expr::Ident(name) => self.check_name(&[name.as_str()]),
+            Expr::Select(select) => {
+                if let Some(segments) = qualified_name(expr) {
+                    return self.check_name(&segments);
+                }
+                match (select.test, qualified_name(&select.operand)) {
+                    (true, Some(mut segments)) => {
+                        segments.push(select.field.as_str());
+                        self.check_name(&segments)
+                    }
+                    _ => self.check(&select.operand),
+                }
+            }
+            Expr::Call(call) => self.check_call(call),
+            Expr::List(list) => list.elements.iter().try_for_each(|e| self.check(e)),
+            Expr::Map(map) => map.entries.iter().try_for_each(|entry| match &entry.expr {
+                EntryExpr::MapEntry(e) => {
+                    self.check(&e.key)?;
+                    self.check(&e.value)
+                }
+                EntryExpr::StructField(f) => {
+                    Err(compile_error(format!("unexpected struct field {}", f.field)))
+                }
+            }),
+            Expr::Struct(s) => Err(compile_error(format!(
+                "unknown type {}: message construction is not supported",
+                s.type_name
+            ))),
+            Expr::Comprehension(c) => {
+                self.check(&c.iter_range)?;
+                self.check(&c.accu_init)?;
+                let depth = self.scopes.len();
+                self.scopes.push(c.iter_var.clone());
+                self.scopes.extend(c.iter_var2.clone());
+                self.scopes.push(c.accu_var.clone());
+                let body = [&c.loop_cond, &c.loop_step, &c.result]
+                    .into_iter()
+                    .try_for_each(|e| self.check(e));
+                self.scopes.truncate(depth);
+                body
+            }
+        }
+    }
+
+    /// An identifier, possibly followed by field selections.
+    fn check_name(&self, segments: &[&str]) -> Result<(), CelError> {
+        let first = segments[0];
+        if self.is_variable(first) {
+            // The root variable (unless a comprehension or `cel.bind` shadows it) has fixed fields.
+            if first == self.root.name()
+                && !self.scopes.iter().any(|s| s == first)
+                && let (Some(fields), Some(field)) = (self.root.fields(), segments.get(1))
+                && !fields.contains(field)
+            {
+                return Err(compile_error(format!(
+                    "undefined field '{field}' of '{first}' (it has {})",
+                    fields.join(", ")
+                )));
+            }
+            return Ok(());
+        }
+        for len in (1..=segments.len()).rev() {
+            let name = segments[..len].join(".");
+            if self.env.types().find_type(&name).is_some() {
+                return if len == segments.len() {
+                    Ok(())
+                } else {
+                    Err(compile_error(format!(
+                        "type {name} has no field '{}'",
+                        segments[len]
+                    )))
+                };
+            }
+        }
+        Err(compile_error(format!(
+            "undeclared reference to '{first}' (the expression's variable is '{}')",
+            self.root.name()
+        )))
+    }
+
+    fn check_call(&mut self, call: &CallExpr) -> Result<(), CelError> {
+        for arg in &call.args {
+            self.check(arg)?;
+        }
+        if !is_identifier(&call.func_name) {
+            // An operator, evaluated by the interpreter itself.
+            return match &call.target {
+                Some(target) => self.check(target),
+                None => Ok(()),
+            };
+        }
+        match &call.target {
+            None => self.require_function(&call.func_name, false),
+            Some(target) => {
+                // `strings.quote(x)`: a namespaced global function.
+                if let Some(segments) = qualified_name(target)
+                    && !self.is_variable(segments[0])
+                    && self.declared(&format!("{}.{}", segments.join("."), call.func_name), false)
+                {
+                    return Ok(());
+                }
+                self.check(target)?;
+                self.require_function(&call.func_name, true)
+            }
+        }
+    }
+
+    fn require_function(&mut self, name: &str, member: bool) -> Result<(), CelError> {
+        if self.declared(name, member) {
+            return Ok(());
+        }
+        Err(compile_error(if member {
+            format!("undeclared reference to member function '{name}'")
+        } else {
+            format!("undeclared reference to function '{name}'")
+        }))
+    }
+
+    /// Whether the environment declares `name`, called globally or as a member. cel-rust has no
+    /// declaration lookup, so a call without arguments is evaluated: only an undeclared function
+    /// reports an undeclared reference.
+    fn declared(&mut self, name: &str, member: bool) -> bool {
+        if self.declared.contains(&(name.to_owned(), member)) {
+            return true;
+        }
+        let probe = IdedExpr {
+            id: 0,
+            expr: Expr::Call(CallExpr {
+                func_name: name.to_owned(),
+                target: member.then(|| {
+                    Box::new(IdedExpr {
+                        id: 0,
+                        expr: Expr::Literal(LiteralValue::Null),
+                    })
+                }),
+                args: Vec::new(),
+            }),
+        };
+        let ctx = Context::with_env(Arc::clone(self.env));
+        let found = !matches!(
+            Value::resolve_val(&probe, &ctx),
+            Err(ExecutionError::UndeclaredReference(_))
+        );
+        if found {
+            self.declared.insert((name.to_owned(), member));
+        }
+        found
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn identifies_operators_and_functions() {
+        for (name, ident) in [
+            ("size", true),
+            ("_+_", false),
+            ("@in", false),
+            ("!_", false),
+            ("isGreaterThan", true),
+            ("", false),
+            ("9a", false),
+        ] {
+            assert_eq!(is_identifier(name), ident, "{name}");
+        }
+    }
+
+    #[test]
+    fn bounds_nesting_before_parsing() {
+        let chain = |n: usize, op: &str| vec!["x"; n + 1].join(op);
+        let nested = |n: usize| format!("{}1{}", "[".repeat(n), "]".repeat(n));
+        let selects = |n: usize| format!("x{}", ".f".repeat(n));
+        let cases: Vec<(String, Option<&str>, &str)> = vec![
+            ("1 + 1".into(), None, "trivial"),
+            (chain(MAX_CHAIN, " + "), None, "longest accepted operator chain"),
+            (
+                chain(MAX_CHAIN + 1, " + "),
+                Some("at most 64"),
+                "operator chain too long",
+            ),
+            (
+                chain(MAX_CHAIN + 1, " <= "),
+                Some("at most 64"),
+                "comparison chain too long",
+            ),
+            (chain(2000, " && "), None, "&& chains are balanced by the parser"),
+            (chain(2000, ", "), None, "comma-separated items are siblings"),
+            (format!("[{}]", chain(2000, ", ")), None, "a long list literal"),
+            (nested(MAX_NESTING), None, "deepest accepted brackets"),
+            (
+                nested(MAX_NESTING + 1),
+                Some("more than 24 deep"),
+                "brackets too deep",
+            ),
+            (selects(MAX_CHAIN), None, "longest accepted selection chain"),
+            (
+                selects(MAX_CHAIN + 1),
+                Some("at most 64"),
+                "selection chain too long",
+            ),
+            (
+                format!("f({}) + 1", chain(MAX_CHAIN, " + ")),
+                Some("at most 64"),
+                "a chain inside a call adds to the call's chain",
+            ),
+            (
+                format!("\"{}\" == x", "(+".repeat(100)),
+                None,
+                "string contents do not count",
+            ),
+            (
+                format!("'{}' == x", "[".repeat(100)),
+                None,
+                "single-quoted string contents",
+            ),
+            (
+                format!("\"\"\"{}\"\"\" == x", "(\"".repeat(50)),
+                None,
+                "triple-quoted string contents",
+            ),
+            (
+                format!("r\"\\\" == {}", chain(MAX_CHAIN, " + ")),
+                Some("at most 64"),
+                "a raw string ends at its first quote",
+            ),
+            (
+                format!("\"\\\" == {}\" == x", chain(MAX_CHAIN, " + ")),
+                None,
+                "an escaped quote does not end a string",
+            ),
+            (
+                format!("x // {}\n == 1", "(".repeat(100)),
+                None,
+                "comments do not count",
+            ),
+            (
+                format!("{} == 1.5", chain(MAX_CHAIN - 1, " + ")),
+                None,
+                "a decimal point is not a selection",
+            ),
+        ];
+        for (source, error, msg) in cases {
+            match (check_nesting(&source), error) {
+                (Ok(()), None) => {}
+                (Err(CelError::Compile(e)), Some(want)) => assert!(e.contains(want), "{msg}: {e}"),
+                (got, _) => panic!("{msg}: {got:?}"),
+            }
+        }
+    }
+}
