@@ -32,7 +32,11 @@ pub type Values = BTreeMap<String, String>;
 
 /// Formats values as `k1=v1, k2=v2`.
 pub fn show(values: &Values) -> String {
-    values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    values
+        .iter()
+        .map(|(k, v)| format!("{k}={v}"))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The plugin configuration document.
@@ -50,7 +54,10 @@ pub struct Config {
 
 impl Default for Config {
     fn default() -> Self {
-        Config { sharing_affinity: Vec::new(), consolidate: true }
+        Config {
+            sharing_affinity: Vec::new(),
+            consolidate: true,
+        }
     }
 }
 
@@ -89,14 +96,19 @@ impl Config {
             if ex.driver.is_empty() {
                 return Err(Error::Config(format!("{at}.driver: must be set")));
             }
-            validate_extractor(&cache, &ex.cel, ex.selector.as_ref()).map_err(|e| Error::Config(format!("{at}.{e}")))?;
+            validate_extractor(&cache, &ex.cel, ex.selector.as_ref())
+                .map_err(|e| Error::Config(format!("{at}.{e}")))?;
         }
         Ok(config)
     }
 }
 
 /// Checks the KEP limits and compiles every expression. The error starts with the field path.
-fn validate_extractor(cache: &CelCache, cel: &BTreeMap<String, String>, selector: Option<&DeviceSelector>) -> Result<(), String> {
+fn validate_extractor(
+    cache: &CelCache,
+    cel: &BTreeMap<String, String>,
+    selector: Option<&DeviceSelector>,
+) -> Result<(), String> {
     if cel.is_empty() {
         return Err("cel: must have at least one key".into());
     }
@@ -105,12 +117,18 @@ fn validate_extractor(cache: &CelCache, cel: &BTreeMap<String, String>, selector
     }
     for (key, expr) in cel {
         if !is_c_identifier(key) {
-            return Err(format!("cel.{key}: key must be a C identifier of at most 32 characters"));
+            return Err(format!(
+                "cel.{key}: key must be a C identifier of at most 32 characters"
+            ));
         }
-        cache.extractor(expr).map_err(|e| format!("cel.{key}: {expr:?}: {e}"))?;
+        cache
+            .extractor(expr)
+            .map_err(|e| format!("cel.{key}: {expr:?}: {e}"))?;
     }
     if let Some(sel) = selector {
-        cache.selector(&sel.cel.expression).map_err(|e| format!("selector.cel.expression: {:?}: {e}", sel.cel.expression))?;
+        cache
+            .selector(&sel.cel.expression)
+            .map_err(|e| format!("selector.cel.expression: {:?}: {e}", sel.cel.expression))?;
     }
     Ok(())
 }
@@ -118,7 +136,9 @@ fn validate_extractor(cache: &CelCache, cel: &BTreeMap<String, String>, selector
 fn is_c_identifier(s: &str) -> bool {
     !s.is_empty()
         && s.len() <= 32
-        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars()
+            .next()
+            .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
         && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
 }
 
@@ -166,7 +186,10 @@ impl fmt::Display for Rejection {
                 write!(f, "locked to {}, claim wants {}", show(lock), show(wanted))
             }
             Rejection::Unreconstructable => {
-                write!(f, "shared by allocations whose affinity cannot be reconstructed; not usable until released")
+                write!(
+                    f,
+                    "shared by allocations whose affinity cannot be reconstructed; not usable until released"
+                )
             }
         }
     }
@@ -220,8 +243,14 @@ impl Extractors {
                 None => Ok(ids),
             });
         }
-        let applicable = (0..index.devices.len()).map(|_| std::sync::OnceLock::new()).collect();
-        Extractors { list, per_pool, applicable }
+        let applicable = (0..index.devices.len())
+            .map(|_| std::sync::OnceLock::new())
+            .collect();
+        Extractors {
+            list,
+            per_pool,
+            applicable,
+        }
     }
 
     /// Whether any pool has extractors.
@@ -250,9 +279,13 @@ impl Extractors {
                 for &id in ids {
                     let ex = &self.list[id];
                     if let Some(expr) = &ex.selector {
-                        let sel = cel.selector(expr).map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
+                        let sel = cel
+                            .selector(expr)
+                            .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
                         let dev_cel = entry.cel(&pool.driver)?;
-                        let m = sel.matches(dev_cel).map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
+                        let m = sel
+                            .matches(dev_cel)
+                            .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
                         if !m {
                             continue;
                         }
@@ -273,7 +306,11 @@ impl Extractors {
 }
 
 fn from_spec(source: String, spec: &SharingAffinityExtractor) -> Extractor {
-    Extractor { source, selector: spec.selector.as_ref().map(|s| s.cel.expression.clone()), keys: spec.cel.clone() }
+    Extractor {
+        source,
+        selector: spec.selector.as_ref().map(|s| s.cel.expression.clone()),
+        keys: spec.cel.clone(),
+    }
 }
 
 /// What one extractor yields for one request of a claim.
@@ -356,7 +393,11 @@ pub fn claim_objects(claim: &ResourceClaim) -> Vec<(RequestScope, CelObject)> {
         .devices
         .config
         .iter()
-        .filter_map(|c| c.opaque.as_ref().map(|o| (RequestScope::new(&c.requests), CelObject::new(&o.parameters))))
+        .filter_map(|c| {
+            c.opaque
+                .as_ref()
+                .map(|o| (RequestScope::new(&c.requests), CelObject::new(&o.parameters)))
+        })
         .collect()
 }
 
@@ -391,7 +432,10 @@ impl LockState {
         match self {
             LockState::Clean => Ok(()),
             LockState::Locked(lock) if lock == wanted => Ok(()),
-            LockState::Locked(lock) => Err(Rejection::Locked { lock: lock.clone(), wanted: wanted.clone() }),
+            LockState::Locked(lock) => Err(Rejection::Locked {
+                lock: lock.clone(),
+                wanted: wanted.clone(),
+            }),
             LockState::Unreconstructable => Err(Rejection::Unreconstructable),
         }
     }
@@ -402,7 +446,9 @@ impl LockState {
 pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> LockState {
     let mut lock: Option<&Values> = None;
     for h in holders {
-        let Some(v) = h else { return LockState::Unreconstructable };
+        let Some(v) = h else {
+            return LockState::Unreconstructable;
+        };
         match lock {
             None => lock = Some(v),
             Some(l) if l == v => {}
@@ -420,7 +466,10 @@ mod tests {
     use super::*;
 
     fn vals(pairs: &[(&str, &str)]) -> Values {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -428,9 +477,21 @@ mod tests {
         let a = vals(&[("subnet", "A")]);
         let b = vals(&[("subnet", "B")]);
         assert_eq!(lock_from([]), LockState::Clean, "no holders: clean");
-        assert_eq!(lock_from([Some(&a), Some(&a)]), LockState::Locked(a.clone()), "agreeing holders");
-        assert_eq!(lock_from([Some(&a), Some(&b)]), LockState::Unreconstructable, "disagreeing holders");
-        assert_eq!(lock_from([Some(&a), None]), LockState::Unreconstructable, "legacy holder");
+        assert_eq!(
+            lock_from([Some(&a), Some(&a)]),
+            LockState::Locked(a.clone()),
+            "agreeing holders"
+        );
+        assert_eq!(
+            lock_from([Some(&a), Some(&b)]),
+            LockState::Unreconstructable,
+            "disagreeing holders"
+        );
+        assert_eq!(
+            lock_from([Some(&a), None]),
+            LockState::Unreconstructable,
+            "legacy holder"
+        );
     }
 
     #[test]
@@ -439,20 +500,45 @@ mod tests {
         let ab = vals(&[("subnet", "A"), ("pkey", "1")]);
         assert!(LockState::Clean.admits(&a).is_ok());
         assert!(LockState::Locked(a.clone()).admits(&a).is_ok());
-        let err = LockState::Locked(ab.clone()).admits(&vals(&[("subnet", "A"), ("pkey", "2")])).unwrap_err();
-        assert_eq!(err.to_string(), "locked to pkey=1, subnet=A, claim wants pkey=2, subnet=A");
-        assert!(LockState::Locked(ab).admits(&a).is_err(), "all keys must be equal");
-        assert_eq!(LockState::Unreconstructable.admits(&a), Err(Rejection::Unreconstructable));
+        let err = LockState::Locked(ab.clone())
+            .admits(&vals(&[("subnet", "A"), ("pkey", "2")]))
+            .unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "locked to pkey=1, subnet=A, claim wants pkey=2, subnet=A"
+        );
+        assert!(
+            LockState::Locked(ab).admits(&a).is_err(),
+            "all keys must be equal"
+        );
+        assert_eq!(
+            LockState::Unreconstructable.admits(&a),
+            Err(Rejection::Unreconstructable)
+        );
     }
 
     #[test]
     fn wanted_is_strict() {
         let s = Outcome::Satisfied(vals(&[("subnet", "A")]));
         let p = Outcome::Satisfied(vals(&[("pkey", "1")]));
-        assert_eq!(wanted(&[&s, &p]).unwrap(), vals(&[("pkey", "1"), ("subnet", "A")]), "union of groups");
-        assert_eq!(wanted(&[&s, &Outcome::Missing("pkey".into())]), Err(Rejection::MissingKey("pkey".into())));
-        assert!(matches!(wanted(&[&Outcome::Failed("x".into())]), Err(Rejection::Extraction(_))));
-        assert_eq!(wanted(&[]).unwrap(), Values::new(), "no applicable extractor: no lock values");
+        assert_eq!(
+            wanted(&[&s, &p]).unwrap(),
+            vals(&[("pkey", "1"), ("subnet", "A")]),
+            "union of groups"
+        );
+        assert_eq!(
+            wanted(&[&s, &Outcome::Missing("pkey".into())]),
+            Err(Rejection::MissingKey("pkey".into()))
+        );
+        assert!(matches!(
+            wanted(&[&Outcome::Failed("x".into())]),
+            Err(Rejection::Extraction(_))
+        ));
+        assert_eq!(
+            wanted(&[]).unwrap(),
+            Values::new(),
+            "no applicable extractor: no lock values"
+        );
     }
 
     #[test]
@@ -462,12 +548,19 @@ mod tests {
         assert!(err.to_string().contains("sharingAffinity[0].cel"), "{err}");
         let err = Config::from_json(r#"{"sharingAfinity":[]}"#).unwrap_err();
         assert!(err.to_string().contains("unknown field"), "{err}");
-        let err = Config::from_json(r#"{"sharingAffinity":[{"driver":"","cel":{"a":"\"x\""}}]}"#).unwrap_err();
+        let err =
+            Config::from_json(r#"{"sharingAffinity":[{"driver":"","cel":{"a":"\"x\""}}]}"#).unwrap_err();
         assert!(err.to_string().contains("driver"), "{err}");
         let nine: BTreeMap<String, String> = (0..9).map(|i| (format!("k{i}"), "\"x\"".to_string())).collect();
         let doc = serde_json::json!({"sharingAffinity":[{"driver":"d","cel":nine}]}).to_string();
-        assert!(Config::from_json(&doc).unwrap_err().to_string().contains("at most 8"));
-        let err = Config::from_json(r#"{"sharingAffinity":[{"driver":"d","cel":{"bad-key":"\"x\""}}]}"#).unwrap_err();
+        assert!(
+            Config::from_json(&doc)
+                .unwrap_err()
+                .to_string()
+                .contains("at most 8")
+        );
+        let err = Config::from_json(r#"{"sharingAffinity":[{"driver":"d","cel":{"bad-key":"\"x\""}}]}"#)
+            .unwrap_err();
         assert!(err.to_string().contains("C identifier"), "{err}");
     }
 }

@@ -19,8 +19,9 @@ use crate::constraints::{Constraint, Lookup, RequestScope};
 use crate::counters::CounterState;
 use crate::index::{DevIdx, DeviceKey, Index, NodePool, device_node_matches};
 use crate::model::{
-    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceClass, DeviceRequestAllocationResult,
-    DeviceToleration, Node, NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ResourceClaim,
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceClass,
+    DeviceRequestAllocationResult, DeviceToleration, Node, NodeSelector, NodeSelectorRequirement,
+    NodeSelectorTerm, ResourceClaim,
 };
 use crate::node_selector;
 use crate::quantity::Quantity;
@@ -340,7 +341,10 @@ impl<'a> Allocator<'a> {
         Ok(a)
     }
 
-    #[allow(clippy::too_many_arguments, reason = "mirrors the fields of a request or subrequest")]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "mirrors the fields of a request or subrequest"
+    )]
     fn request_data(
         &mut self,
         ci: usize,
@@ -360,23 +364,30 @@ impl<'a> Allocator<'a> {
         let claim = self.input.claims[ci].key;
         let name = affinity::full_name(request, sub);
         if class_name.is_empty() {
-            return Err(format!("claim {claim}, request {name}: missing device class name"));
+            return Err(format!(
+                "claim {claim}, request {name}: missing device class name"
+            ));
         }
-        let class = self
-            .input
-            .classes
-            .get(class_name)
-            .ok_or_else(|| format!("claim {claim}, request {name}: device class {class_name} not found"))?;
+        let class =
+            self.input.classes.get(class_name).ok_or_else(|| {
+                format!("claim {claim}, request {name}: device class {class_name} not found")
+            })?;
         let mode = match mode.unwrap_or("ExactCount") {
             "ExactCount" | "" => {
                 let n = count.unwrap_or(1);
                 if n < 1 {
-                    return Err(format!("claim {claim}, request {name}: count {n} must be at least 1"));
+                    return Err(format!(
+                        "claim {claim}, request {name}: count {n} must be at least 1"
+                    ));
                 }
                 Mode::Exact(usize::try_from(n).unwrap_or(usize::MAX))
             }
             "All" => Mode::All,
-            other => return Err(format!("claim {claim}, request {name}: unsupported allocation mode {other}")),
+            other => {
+                return Err(format!(
+                    "claim {claim}, request {name}: unsupported allocation mode {other}"
+                ));
+            }
         };
         let mut rd = ReqData {
             request,
@@ -411,7 +422,8 @@ impl<'a> Allocator<'a> {
                 }
                 for &s in &np.slices {
                     for &d in &pool.slices[s].devices {
-                        if self.selectable(ci, (ri, si), &rd, d)? && self.capacity_fits(&rd, d) == Some(true) {
+                        if self.selectable(ci, (ri, si), &rd, d)? && self.capacity_fits(&rd, d) == Some(true)
+                        {
                             rd.all_devices.push(d);
                         }
                     }
@@ -423,7 +435,13 @@ impl<'a> Allocator<'a> {
     }
 
     /// Class selectors, request selectors, per-device node selection; cached per (device, request).
-    fn selectable(&mut self, ci: usize, (ri, si): (usize, usize), rd: &ReqData<'_>, d: DevIdx) -> Result<bool, String> {
+    fn selectable(
+        &mut self,
+        ci: usize,
+        (ri, si): (usize, usize),
+        rd: &ReqData<'_>,
+        d: DevIdx,
+    ) -> Result<bool, String> {
         if let Some(&m) = self.matches.get(&(d, ci, ri, si)) {
             return Ok(m);
         }
@@ -432,18 +450,32 @@ impl<'a> Allocator<'a> {
         let pool = &index.pools[entry.pool];
         let claim = self.input.claims[ci].key;
         let mut ok = true;
-        let class_sel = rd.class.spec.selectors.iter().map(|s| (true, s.cel.expression.as_str()));
+        let class_sel = rd
+            .class
+            .spec
+            .selectors
+            .iter()
+            .map(|s| (true, s.cel.expression.as_str()));
         let req_sel = rd.selectors.iter().map(|s| (false, *s));
         for (i, (from_class, expr)) in class_sel.chain(req_sel).enumerate() {
-            let owner = if from_class { format!("class {}", rd.class.metadata.name) } else { format!("claim {claim}") };
+            let owner = if from_class {
+                format!("class {}", rd.class.metadata.name)
+            } else {
+                format!("claim {claim}")
+            };
             let sel = self
                 .input
                 .cel
                 .selector(expr)
                 .map_err(|e| format!("{owner}: selector {expr:?}: CEL compile error: {e}"))?;
-            let dev = entry.cel(&pool.driver).map_err(|e| format!("{owner}: device {}: {e}", entry.key))?;
+            let dev = entry
+                .cel(&pool.driver)
+                .map_err(|e| format!("{owner}: device {}: {e}", entry.key))?;
             let m = sel.matches(dev).map_err(|e| {
-                format!("{owner}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}", entry.key)
+                format!(
+                    "{owner}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
+                    entry.key
+                )
             })?;
             if !m {
                 ok = false;
@@ -451,7 +483,8 @@ impl<'a> Allocator<'a> {
             }
         }
         if ok && pool.slices[entry.slice].per_device {
-            ok = device_node_matches(self.input.node, &entry.device).map_err(|e| format!("device {}: {e}", entry.key))?;
+            ok = device_node_matches(self.input.node, &entry.device)
+                .map_err(|e| format!("device {}: {e}", entry.key))?;
         }
         self.matches.insert((d, ci, ri, si), ok);
         Ok(ok)
@@ -475,7 +508,12 @@ impl<'a> Allocator<'a> {
                 return Some(false);
             }
             let mut total = consumed;
-            for extra in [allocated.and_then(|m| m.get(name)), allocating.and_then(|m| m.get(name))].into_iter().flatten()
+            for extra in [
+                allocated.and_then(|m| m.get(name)),
+                allocating.and_then(|m| m.get(name)),
+            ]
+            .into_iter()
+            .flatten()
             {
                 match total.checked_add(extra) {
                     Some(t) => total = t,
@@ -490,7 +528,10 @@ impl<'a> Allocator<'a> {
     }
 
     fn device_in_use(&self, d: DevIdx) -> bool {
-        self.input.allocated.dedicated.contains_key(&self.input.index.device(d).key)
+        self.input
+            .allocated
+            .dedicated
+            .contains_key(&self.input.index.device(d).key)
             || self.allocating_devices.get(&d).is_some_and(|v| !v.is_empty())
     }
 
@@ -509,7 +550,11 @@ impl<'a> Allocator<'a> {
         if !entry.allow_multiple || !self.input.extractors.pool_has_affinity(index, d) {
             return Ok(None);
         }
-        let ids = self.input.extractors.applicable(index, self.input.cel, d).map_err(Rejection::Device)?;
+        let ids = self
+            .input
+            .extractors
+            .applicable(index, self.input.cel, d)
+            .map_err(Rejection::Device)?;
         if ids.is_empty() {
             return Ok(None);
         }
@@ -518,9 +563,14 @@ impl<'a> Allocator<'a> {
             .iter()
             .map(|id| rd.affinity.get(id).unwrap_or(&missing))
             .collect();
-        if outcomes.iter().any(|o| matches!(o, Outcome::Missing(k) if k.is_empty())) {
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Missing(k) if k.is_empty()))
+        {
             // The extractor was not evaluated for this claim at PreFilter: an internal error.
-            return Err(Rejection::Extraction("extractor outcome missing for request".into()));
+            return Err(Rejection::Extraction(
+                "extractor outcome missing for request".into(),
+            ));
         }
         affinity::wanted(&outcomes).map(Some)
     }
@@ -568,12 +618,21 @@ impl<'a> Allocator<'a> {
             return Ok(true);
         }
         if r.request >= self.reqs[r.claim].len() {
-            return match self.allocate_one(Pos { claim: r.claim + 1, ..Pos::default() }, false, 0) {
+            return match self.allocate_one(
+                Pos {
+                    claim: r.claim + 1,
+                    ..Pos::default()
+                },
+                false,
+                0,
+            ) {
                 Err(Stop::MaxSize) => Ok(false),
                 other => other,
             };
         }
-        let has_subs = self.input.claims[r.claim].claim.spec.devices.requests[r.request].exactly.is_none();
+        let has_subs = self.input.claims[r.claim].claim.spec.devices.requests[r.request]
+            .exactly
+            .is_none();
         if !in_sub && has_subs {
             let mut all_exceeded = true;
             for si in 0..self.reqs[r.claim][r.request].len() {
@@ -587,7 +646,11 @@ impl<'a> Allocator<'a> {
                     Ok(false) => all_exceeded = false,
                 }
             }
-            return if all_exceeded { Err(Stop::MaxSize) } else { Ok(false) };
+            return if all_exceeded {
+                Err(Stop::MaxSize)
+            } else {
+                Ok(false)
+            };
         }
         let rd = &self.reqs[r.claim][r.request][r.sub];
         let all = rd.mode == Mode::All;
@@ -595,7 +658,15 @@ impl<'a> Allocator<'a> {
             return Ok(false);
         }
         if r.device >= rd.num_devices {
-            return self.allocate_one(Pos { claim: r.claim, request: r.request + 1, ..Pos::default() }, false, 0);
+            return self.allocate_one(
+                Pos {
+                    claim: r.claim,
+                    request: r.request + 1,
+                    ..Pos::default()
+                },
+                false,
+                0,
+            );
         }
         if self.results[r.claim].len() + rd.num_devices - r.device > MAX_RESULTS_PER_CLAIM {
             return Err(Stop::MaxSize);
@@ -605,7 +676,14 @@ impl<'a> Allocator<'a> {
             let Some(undo) = self.allocate_device(r, d, true)? else {
                 return Ok(false);
             };
-            let done = self.allocate_one(Pos { device: r.device + 1, ..r }, in_sub, 0);
+            let done = self.allocate_one(
+                Pos {
+                    device: r.device + 1,
+                    ..r
+                },
+                in_sub,
+                0,
+            );
             if !matches!(done, Ok(true)) {
                 self.deallocate(undo);
             }
@@ -614,7 +692,12 @@ impl<'a> Allocator<'a> {
         let order = self.order_for(r.claim, r.request, r.sub);
         for (pos, &d) in order.iter().enumerate().skip(start) {
             let admin = self.reqs[r.claim][r.request][r.sub].admin;
-            if admin && self.allocating_devices.get(&d).is_some_and(|v| v.contains(&r.claim)) {
+            if admin
+                && self
+                    .allocating_devices
+                    .get(&d)
+                    .is_some_and(|v| v.contains(&r.claim))
+            {
                 continue;
             }
             if !admin && self.device_in_use(d) {
@@ -626,7 +709,14 @@ impl<'a> Allocator<'a> {
             let Some(undo) = self.allocate_device(r, d, false)? else {
                 continue;
             };
-            match self.allocate_one(Pos { device: r.device + 1, ..r }, in_sub, pos + 1) {
+            match self.allocate_one(
+                Pos {
+                    device: r.device + 1,
+                    ..r
+                },
+                in_sub,
+                pos + 1,
+            ) {
                 Ok(true) => return Ok(true),
                 Ok(false) => self.deallocate(undo),
                 Err(e) => {
@@ -653,7 +743,13 @@ impl<'a> Allocator<'a> {
         let entry = index.device(d);
         let rd = &self.reqs[r.claim][r.request][r.sub];
         let ama = entry.allow_multiple;
-        if !ama && rd.admin && self.allocating_devices.get(&d).is_some_and(|v| v.contains(&r.claim)) {
+        if !ama
+            && rd.admin
+            && self
+                .allocating_devices
+                .get(&d)
+                .is_some_and(|v| v.contains(&r.claim))
+        {
             return Ok(None);
         }
         if !rd.admin && self.device_in_use(d) {
@@ -687,7 +783,10 @@ impl<'a> Allocator<'a> {
         let mut counters_pool = None;
         if !skip_counters && !entry.device.consumes_counters.is_empty() {
             self.init_counters(entry.pool);
-            if !self.counters.try_consume(entry.pool, &entry.device.consumes_counters) {
+            if !self
+                .counters
+                .try_consume(entry.pool, &entry.device.consumes_counters)
+            {
                 return Ok(None);
             }
             counters_pool = Some(entry.pool);
@@ -717,8 +816,12 @@ impl<'a> Allocator<'a> {
             }
         }
         let request = rd.full_name();
-        let (request_name, sub_name, admin, tolerations) =
-            (rd.request.to_string(), rd.sub.map(str::to_string), rd.admin, rd.tolerations.to_vec());
+        let (request_name, sub_name, admin, tolerations) = (
+            rd.request.to_string(),
+            rd.sub.map(str::to_string),
+            rd.admin,
+            rd.tolerations.to_vec(),
+        );
         let mut undo = Undo {
             claim: r.claim,
             dev: d,
@@ -735,7 +838,12 @@ impl<'a> Allocator<'a> {
             let caps = &entry.device.capacity;
             let c: BTreeMap<String, Quantity> = caps
                 .iter()
-                .map(|(n, cap)| (n.clone(), capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap)))
+                .map(|(n, cap)| {
+                    (
+                        n.clone(),
+                        capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap),
+                    )
+                })
                 .collect();
             let slot = self.allocating_capacity.entry(d).or_default();
             for (n, q) in &c {
@@ -758,7 +866,10 @@ impl<'a> Allocator<'a> {
             self.allocating_devices.entry(d).or_default().push(r.claim);
         }
         if let Some(w) = &wanted {
-            let slot = self.allocating_affinity.entry(d).or_insert_with(|| (w.clone(), 0));
+            let slot = self
+                .allocating_affinity
+                .entry(d)
+                .or_insert_with(|| (w.clone(), 0));
             slot.1 += 1;
             undo.affinity = true;
         }
@@ -803,7 +914,12 @@ impl<'a> Allocator<'a> {
                 }
             }
             // The device had no in-call share before this one iff no other result uses it.
-            let others = self.results.iter().flatten().filter(|ch| ch.dev == undo.dev).count();
+            let others = self
+                .results
+                .iter()
+                .flatten()
+                .filter(|ch| ch.dev == undo.dev)
+                .count();
             if others <= 1 {
                 self.allocating_capacity.remove(&undo.dev);
             }
@@ -860,7 +976,11 @@ impl<'a> Allocator<'a> {
                     share_id: ch.share_id.clone(),
                     consumed_capacity: ch.consumed.clone(),
                 });
-                choices.push(DeviceChoice { dev: ch.dev, affinity: ch.affinity.clone(), joined_lock: ch.joined_lock });
+                choices.push(DeviceChoice {
+                    dev: ch.dev,
+                    affinity: ch.affinity.clone(),
+                    joined_lock: ch.joined_lock,
+                });
             }
             let config = self.configs(ci, claim);
             let node_selector = self.node_selector(chosen)?;
@@ -910,7 +1030,9 @@ impl<'a> Allocator<'a> {
         }
         for c in &claim.spec.devices.config {
             let applies = c.requests.is_empty()
-                || names.iter().any(|(req, full)| c.requests.contains(req) || c.requests.contains(full));
+                || names
+                    .iter()
+                    .any(|(req, full)| c.requests.contains(req) || c.requests.contains(full));
             if applies {
                 out.push(DeviceAllocationConfiguration {
                     source: "FromClaim".into(),
@@ -921,7 +1043,9 @@ impl<'a> Allocator<'a> {
         }
         for c in &mut out {
             if !c.requests.is_empty()
-                && names.iter().all(|(req, full)| c.requests.contains(req) || c.requests.contains(full))
+                && names
+                    .iter()
+                    .all(|(req, full)| c.requests.contains(req) || c.requests.contains(full))
             {
                 c.requests.clear();
             }
@@ -938,19 +1062,27 @@ impl<'a> Allocator<'a> {
             let entry = index.device(ch.dev);
             let slice = &index.pools[entry.pool].slices[entry.slice];
             let (name, sel) = if slice.per_device {
-                (entry.device.node_name.clone().filter(|n| !n.is_empty()), entry.device.node_selector.as_ref())
+                (
+                    entry.device.node_name.clone().filter(|n| !n.is_empty()),
+                    entry.device.node_selector.as_ref(),
+                )
             } else {
                 (slice.node_name.clone(), slice.node_selector.as_ref())
             };
             if name.is_some() {
-                return Ok(Some(node_selector::node_name_selector(&self.input.node.metadata.name)));
+                return Ok(Some(node_selector::node_name_selector(
+                    &self.input.node.metadata.name,
+                )));
             }
             if let Some(sel) = sel {
                 match sel.node_selector_terms.len() {
                     0 => {}
                     1 => {
                         add_new(&sel.node_selector_terms[0].match_fields, &mut term.match_fields);
-                        add_new(&sel.node_selector_terms[0].match_expressions, &mut term.match_expressions);
+                        add_new(
+                            &sel.node_selector_terms[0].match_expressions,
+                            &mut term.match_expressions,
+                        );
                     }
                     n => return Err(format!("unsupported ResourceSlice.NodeSelector with {n} terms")),
                 }
@@ -959,7 +1091,9 @@ impl<'a> Allocator<'a> {
         if term.match_fields.is_empty() && term.match_expressions.is_empty() {
             return Ok(None);
         }
-        Ok(Some(NodeSelector { node_selector_terms: vec![term] }))
+        Ok(Some(NodeSelector {
+            node_selector_terms: vec![term],
+        }))
     }
 }
 
@@ -1018,7 +1152,12 @@ pub fn share_id_for(claim: &str, request: &str, device: &DeviceKey, position: us
         h
     }
     let pos = (position as u64).to_le_bytes();
-    let parts: [&[u8]; 4] = [claim.as_bytes(), request.as_bytes(), device.as_str().as_bytes(), &pos];
+    let parts: [&[u8]; 4] = [
+        claim.as_bytes(),
+        request.as_bytes(),
+        device.as_str().as_bytes(),
+        &pos,
+    ];
     let hi = fnv(0xcbf2_9ce4_8422_2325, &parts);
     let lo = fnv(0x8422_2325_cbf2_9ce4, &parts);
     // Version 8 (custom) and RFC 4122 variant bits.

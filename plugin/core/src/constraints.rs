@@ -25,7 +25,9 @@ impl RequestScope {
             return true;
         }
         self.0.iter().any(|r| {
-            r == request || sub.is_some_and(|s| r.len() == request.len() + 1 + s.len() && *r == format!("{request}/{s}"))
+            r == request
+                || sub
+                    .is_some_and(|s| r.len() == request.len() + 1 + s.len() && *r == format!("{request}/{s}"))
         })
     }
 }
@@ -89,7 +91,9 @@ impl Constraint {
             return false;
         };
         match self {
-            Constraint::Match { value: first, count, .. } => {
+            Constraint::Match {
+                value: first, count, ..
+            } => {
                 if *count == 0 {
                     *first = Some(value.clone());
                     *count = 1;
@@ -120,7 +124,9 @@ impl Constraint {
             return;
         }
         match self {
-            Constraint::Match { value: first, count, .. } => {
+            Constraint::Match {
+                value: first, count, ..
+            } => {
                 *count = count.saturating_sub(1);
                 if *count == 0 {
                     *first = None;
@@ -192,14 +198,23 @@ mod tests {
     #[test]
     fn match_requires_same_type_and_value() {
         let mut c = m(&[]);
-        assert!(c.add("r0", None, Lookup::Value(&V::Int(1))), "first device always fits");
+        assert!(
+            c.add("r0", None, Lookup::Value(&V::Int(1))),
+            "first device always fits"
+        );
         assert!(c.add("r1", None, Lookup::Value(&V::Int(1))));
         assert!(!c.add("r2", None, Lookup::Value(&V::Int(2))), "different value");
-        assert!(!c.add("r2", None, Lookup::Value(&V::String("1".into()))), "different type");
+        assert!(
+            !c.add("r2", None, Lookup::Value(&V::String("1".into()))),
+            "different type"
+        );
         assert!(!c.add("r2", None, Lookup::Missing), "missing attribute");
         c.remove("r1", None, Lookup::Value(&V::Int(1)));
         c.remove("r0", None, Lookup::Value(&V::Int(1)));
-        assert!(c.add("r0", None, Lookup::Value(&V::Int(2))), "empty again after rollback");
+        assert!(
+            c.add("r0", None, Lookup::Value(&V::Int(2))),
+            "empty again after rollback"
+        );
     }
 
     #[test]
@@ -224,7 +239,11 @@ mod tests {
     #[test]
     fn distinct_lists_must_be_disjoint() {
         let mut c = d(&[]);
-        assert!(c.add("r0", None, Lookup::Value(&V::Strings(vec!["a".into(), "b".into()]))));
+        assert!(c.add(
+            "r0",
+            None,
+            Lookup::Value(&V::Strings(vec!["a".into(), "b".into()]))
+        ));
         assert!(!c.add("r1", None, Lookup::Value(&V::Strings(vec!["b".into()]))));
         assert!(c.add("r1", None, Lookup::Value(&V::Strings(vec!["c".into()]))));
     }
@@ -244,6 +263,9 @@ mod tests {
         }
         assert!(RequestScope::new(&[]).covers("any", None), "empty = all");
         let mut c = m(&["r0"]);
-        assert!(c.add("r9", None, Lookup::Missing), "uncovered requests are not checked");
+        assert!(
+            c.add("r9", None, Lookup::Missing),
+            "uncovered requests are not checked"
+        );
     }
 }

@@ -79,7 +79,11 @@ impl CounterState {
             let set = tally.entry(c.counter_set.clone()).or_default();
             for (name, amount) in &c.counters {
                 let v = set.entry(name.clone()).or_insert_with(|| Quantity::from_i64(0));
-                let next = if plus { v.checked_add(&amount.value) } else { v.checked_sub(&amount.value) };
+                let next = if plus {
+                    v.checked_add(&amount.value)
+                } else {
+                    v.checked_sub(&amount.value)
+                };
                 if let Some(n) = next {
                     *v = n;
                 }
@@ -116,7 +120,10 @@ mod tests {
         let d6 = consume("cs", "mem", "6Gi");
         assert!(s.try_consume(0, &d4));
         assert!(!s.try_consume(0, &d6), "4Gi + 6Gi > 8Gi");
-        assert!(s.try_consume(0, &d4), "4Gi + 4Gi fits; the failed try left no trace");
+        assert!(
+            s.try_consume(0, &d4),
+            "4Gi + 4Gi fits; the failed try left no trace"
+        );
         s.release(0, &d4);
         s.release(0, &d4);
         assert!(s.try_consume(0, &d6));

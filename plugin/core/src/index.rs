@@ -74,7 +74,12 @@ impl DeviceEntry {
                         None => return Err(format!("attribute {name}: unsupported attribute value")),
                     }
                 }
-                Ok(CelDevice::new(driver, &attrs, &self.capacity_values, self.allow_multiple))
+                Ok(CelDevice::new(
+                    driver,
+                    &attrs,
+                    &self.capacity_values,
+                    self.allow_multiple,
+                ))
             })
             .as_ref()
             .map_err(Clone::clone)
@@ -173,15 +178,24 @@ impl Index {
     pub fn build<'a>(slices: impl IntoIterator<Item = &'a ResourceSlice>) -> Index {
         let mut grouped: BTreeMap<(String, String), Vec<&ResourceSlice>> = BTreeMap::new();
         for s in slices {
-            grouped.entry((s.spec.driver.clone(), s.spec.pool.name.clone())).or_default().push(s);
+            grouped
+                .entry((s.spec.driver.clone(), s.spec.pool.name.clone()))
+                .or_default()
+                .push(s);
         }
         let mut index = Index::default();
         for ((driver, pool_name), all) in grouped {
             let generation = all.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
-            let mut current: Vec<&ResourceSlice> =
-                all.into_iter().filter(|s| s.spec.pool.generation == generation).collect();
+            let mut current: Vec<&ResourceSlice> = all
+                .into_iter()
+                .filter(|s| s.spec.pool.generation == generation)
+                .collect();
             current.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-            let expected = current.iter().map(|s| s.spec.pool.resource_slice_count).max().unwrap_or(0);
+            let expected = current
+                .iter()
+                .map(|s| s.spec.pool.resource_slice_count)
+                .max()
+                .unwrap_or(0);
             let pool_idx = index.pools.len();
             let mut pool = Pool {
                 driver: driver.clone(),
@@ -203,7 +217,10 @@ impl Index {
                     let _ = i;
                     pool.counter_sets.insert(
                         cs.name.clone(),
-                        cs.counters.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect(),
+                        cs.counters
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.value.clone()))
+                            .collect(),
                     );
                 }
                 for (i, ex) in s.spec.sharing_affinity.iter().enumerate() {
@@ -228,7 +245,11 @@ impl Index {
                         pool: pool_idx,
                         slice: slice_idx,
                         attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
-                        capacity_values: d.capacity.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect(),
+                        capacity_values: d
+                            .capacity
+                            .iter()
+                            .map(|(k, v)| (k.clone(), v.value.clone()))
+                            .collect(),
                         allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
                         device: d.clone(),
                         cel: OnceLock::new(),
@@ -255,8 +276,10 @@ impl Index {
                             };
                             for name in c.counters.keys() {
                                 if !set.contains_key(name) {
-                                    pool.invalid =
-                                        Some(format!("counter {name} not found in counter set {}", c.counter_set));
+                                    pool.invalid = Some(format!(
+                                        "counter {name} not found in counter set {}",
+                                        c.counter_set
+                                    ));
                                     break 'outer;
                                 }
                             }
@@ -293,8 +316,13 @@ impl Index {
                     continue;
                 }
                 let relevant = if s.node_name.is_some() || s.all_nodes || s.node_selector.is_some() {
-                    node_matches(node, s.node_name.as_deref(), s.all_nodes, s.node_selector.as_ref())
-                        .map_err(|e| format!("ResourceSlice {}: spec.nodeSelector: {e}", s.name))?
+                    node_matches(
+                        node,
+                        s.node_name.as_deref(),
+                        s.all_nodes,
+                        s.node_selector.as_ref(),
+                    )
+                    .map_err(|e| format!("ResourceSlice {}: spec.nodeSelector: {e}", s.name))?
                 } else if s.per_device {
                     let mut any = false;
                     for &d in &s.devices {
@@ -318,7 +346,11 @@ impl Index {
                 continue;
             }
             let np = NodePool { pool: pi, slices };
-            if pool.has_binding_conditions { late.push(np) } else { out.push(np) }
+            if pool.has_binding_conditions {
+                late.push(np)
+            } else {
+                out.push(np)
+            }
         }
         out.extend(late);
         Ok(out)
@@ -327,7 +359,12 @@ impl Index {
 
 /// Per-device node selection of a device in a `perDeviceNodeSelection` slice.
 pub fn device_node_matches(node: &Node, dev: &model::Device) -> Result<bool, String> {
-    node_matches(node, dev.node_name.as_deref(), dev.all_nodes.unwrap_or(false), dev.node_selector.as_ref())
+    node_matches(
+        node,
+        dev.node_name.as_deref(),
+        dev.all_nodes.unwrap_or(false),
+        dev.node_selector.as_ref(),
+    )
 }
 
 /// Upstream `NodeMatches`: node name, then all-nodes, then selector; nothing set matches nothing.
@@ -392,14 +429,22 @@ mod tests {
 
     #[test]
     fn duplicate_device_names_make_pool_invalid() {
-        let json = [slice("s1", "n1", "p", 1, 2, &["a"]), slice("s2", "n1", "p", 1, 2, &["a"])].join("\n");
+        let json = [
+            slice("s1", "n1", "p", 1, 2, &["a"]),
+            slice("s2", "n1", "p", 1, 2, &["a"]),
+        ]
+        .join("\n");
         let idx = Index::build(&slices(&json));
         assert_eq!(idx.pools[0].invalid.as_deref(), Some("duplicate device name a"));
     }
 
     #[test]
     fn node_relevance() {
-        let json = [slice("s1", "n1", "p", 1, 1, &["a"]), slice("s2", "n2", "q", 1, 1, &["b"])].join("\n");
+        let json = [
+            slice("s1", "n1", "p", 1, 1, &["a"]),
+            slice("s2", "n2", "q", 1, 1, &["b"]),
+        ]
+        .join("\n");
         let idx = Index::build(&slices(&json));
         let mut node = Node::default();
         node.metadata.name = "n2".into();

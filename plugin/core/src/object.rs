@@ -128,7 +128,11 @@ impl Object {
 
 /// `namespace/name`, or `name` when the namespace is empty.
 pub fn object_key(namespace: &str, name: &str) -> String {
-    if namespace.is_empty() { name.to_string() } else { format!("{namespace}/{name}") }
+    if namespace.is_empty() {
+        name.to_string()
+    } else {
+        format!("{namespace}/{name}")
+    }
 }
 
 /// What [`parse_objects`] produced: the objects that decoded, and one error per object that did
@@ -164,7 +168,10 @@ pub fn parse_objects(json: &str) -> Result<Parsed, Error> {
 }
 
 fn collect(value: Value, index: &mut usize, parsed: &mut Parsed) {
-    let is_list = value.get("kind").and_then(Value::as_str).is_some_and(|k| k == "List" || k.ends_with("List"))
+    let is_list = value
+        .get("kind")
+        .and_then(Value::as_str)
+        .is_some_and(|k| k == "List" || k.ends_with("List"))
         && value.get("items").is_some_and(Value::is_array);
     if is_list {
         if let Value::Object(mut map) = value
@@ -188,20 +195,36 @@ fn collect(value: Value, index: &mut usize, parsed: &mut Parsed) {
 /// Decodes one object. Returns `Ok(None)` for kinds the plugin does not use.
 pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error> {
     let Some(obj) = value.as_object() else {
-        return Err(Error::Unidentified { index, reason: format!("expected a JSON object, got {}", kind_of(&value)) });
+        return Err(Error::Unidentified {
+            index,
+            reason: format!("expected a JSON object, got {}", kind_of(&value)),
+        });
     };
     let Some(kind_name) = obj.get("kind").and_then(Value::as_str) else {
-        return Err(Error::Unidentified { index, reason: "field kind: missing or not a string".into() });
+        return Err(Error::Unidentified {
+            index,
+            reason: "field kind: missing or not a string".into(),
+        });
     };
     let Some(kind) = Kind::from_name(kind_name) else {
         return Ok(None);
     };
     let meta = obj.get("metadata");
-    let name = meta.and_then(|m| m.get("name")).and_then(Value::as_str).unwrap_or("");
-    let namespace = meta.and_then(|m| m.get("namespace")).and_then(Value::as_str).unwrap_or("");
+    let name = meta
+        .and_then(|m| m.get("name"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    let namespace = meta
+        .and_then(|m| m.get("namespace"))
+        .and_then(Value::as_str)
+        .unwrap_or("");
     let label = format!("{} {}", kind.as_str(), object_key(namespace, name));
     if name.is_empty() {
-        return Err(Error::Field { object: label, path: "metadata.name".into(), reason: "missing or empty".into() });
+        return Err(Error::Field {
+            object: label,
+            path: "metadata.name".into(),
+            reason: "missing or empty".into(),
+        });
     }
     if let Some(api) = obj.get("apiVersion").and_then(Value::as_str)
         && api != kind.api_version()
@@ -287,7 +310,10 @@ mod tests {
             "spec":{"pool":{"name":"p","generation":1,"resourceSliceCount":1}}}"#;
         let parsed = parse_objects(json).unwrap();
         let msg = parsed.errors[0].to_string();
-        assert!(msg.contains("ResourceSlice s1") && msg.contains("driver"), "{msg}");
+        assert!(
+            msg.contains("ResourceSlice s1") && msg.contains("driver"),
+            "{msg}"
+        );
     }
 
     #[test]
@@ -302,14 +328,18 @@ mod tests {
 
     #[test]
     fn other_kinds_and_wrong_versions() {
-        let parsed = parse_objects(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}"#).unwrap();
+        let parsed =
+            parse_objects(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}"#).unwrap();
         assert_eq!(parsed.ignored, 1);
         let parsed = parse_objects(
             r#"{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1beta1","metadata":{"name":"x","namespace":"ns"}}"#,
         )
         .unwrap();
         let msg = parsed.errors[0].to_string();
-        assert!(msg.contains("ResourceClaim ns/x") && msg.contains("apiVersion"), "{msg}");
+        assert!(
+            msg.contains("ResourceClaim ns/x") && msg.contains("apiVersion"),
+            "{msg}"
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::affinity::{self, Config, ExtId, Extractors, LockState, Outcome, Values};
-use crate::allocator::{self, AllocOutcome, AllocatedState, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
+use crate::allocator::{
+    self, AllocOutcome, AllocatedState, ClaimAffinity, ClaimInput, ClaimResult, LockSource,
+};
 use crate::cel::CelCache;
 use crate::error::Error;
 use crate::index::{DevIdx, DeviceKey, Index, NodePool};
@@ -137,7 +139,8 @@ impl Plugin {
 
     /// Applies one object event. The object is Kubernetes JSON.
     pub fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), Error> {
-        let value: serde_json::Value = serde_json::from_str(object_json).map_err(|e| Error::Json(e.to_string()))?;
+        let value: serde_json::Value =
+            serde_json::from_str(object_json).map_err(|e| Error::Json(e.to_string()))?;
         if kind == EventKind::Delete {
             return self.delete(&value);
         }
@@ -199,8 +202,14 @@ impl Plugin {
     fn delete(&mut self, value: &serde_json::Value) -> Result<(), Error> {
         let kind_name = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
         let meta = value.get("metadata");
-        let name = meta.and_then(|m| m.get("name")).and_then(|n| n.as_str()).unwrap_or("");
-        let ns = meta.and_then(|m| m.get("namespace")).and_then(|n| n.as_str()).unwrap_or("");
+        let name = meta
+            .and_then(|m| m.get("name"))
+            .and_then(|n| n.as_str())
+            .unwrap_or("");
+        let ns = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(|n| n.as_str())
+            .unwrap_or("");
         if name.is_empty() {
             return Err(Error::Field {
                 object: format!("{kind_name} (delete)"),
@@ -222,10 +231,8 @@ impl Plugin {
             "DeviceClass" => {
                 self.classes.remove(&key);
             }
-            "ResourceSlice" => {
-                if self.slices.remove(&key).is_some() {
-                    self.derived = None;
-                }
+            "ResourceSlice" if self.slices.remove(&key).is_some() => {
+                self.derived = None;
             }
             "ResourceClaimTemplate" => {
                 self.templates.remove(&key);
@@ -246,7 +253,9 @@ impl Plugin {
 
     /// Adds (or removes) a claim's allocation to the allocated state and the device holders.
     fn contribute(&mut self, key: &str, claim: &ResourceClaim, add: bool) {
-        let Some(alloc) = &claim.status.allocation else { return };
+        let Some(alloc) = &claim.status.allocation else {
+            return;
+        };
         for r in &alloc.devices.results {
             if r.admin_access == Some(true) {
                 continue;
@@ -258,7 +267,11 @@ impl Plugin {
                     let slot = self.allocated.capacity.entry(dk.clone()).or_default();
                     for (n, q) in c {
                         let cur = slot.entry(n.clone()).or_insert_with(|| Quantity::from_i64(0));
-                        let next = if add { cur.checked_add(q) } else { cur.checked_sub(q) };
+                        let next = if add {
+                            cur.checked_add(q)
+                        } else {
+                            cur.checked_sub(q)
+                        };
                         if let Some(v) = next {
                             *cur = v;
                         }
@@ -271,7 +284,13 @@ impl Plugin {
                 let holders = self.holders.entry(dk.clone()).or_default();
                 if add {
                     let values = self.known_values.get(&(key.to_string(), dk.clone())).cloned();
-                    holders.insert(key.to_string(), Holder { request: r.request.clone(), values });
+                    holders.insert(
+                        key.to_string(),
+                        Holder {
+                            request: r.request.clone(),
+                            values,
+                        },
+                    );
                 } else {
                     holders.remove(key);
                 }
@@ -290,7 +309,11 @@ impl Plugin {
             let index = Index::build(self.slices.values());
             let extractors = Extractors::build(&index, &self.config, &self.cel);
             self.locks.borrow_mut().clear();
-            self.derived = Some(Derived { index, extractors, node_pools: RefCell::new(HashMap::new()) });
+            self.derived = Some(Derived {
+                index,
+                extractors,
+                node_pools: RefCell::new(HashMap::new()),
+            });
         }
         self.derived.as_ref().expect("derived state was just built")
     }
@@ -306,7 +329,10 @@ impl Plugin {
     }
 
     fn lock_view<'a>(&'a self, d: &'a Derived) -> Locks<'a> {
-        Locks { plugin: self, derived: d }
+        Locks {
+            plugin: self,
+            derived: d,
+        }
     }
 
     /// Names of all known nodes, sorted.
@@ -354,14 +380,23 @@ impl Plugin {
     }
 
     fn prepare(&mut self, pod_key: &str) -> Result<Cycle, Status> {
-        let pod = self.pods.get(pod_key).ok_or_else(|| Status::error(format!("pod {pod_key} not found")))?.clone();
+        let pod = self
+            .pods
+            .get(pod_key)
+            .ok_or_else(|| Status::error(format!("pod {pod_key} not found")))?
+            .clone();
         let ns = pod.metadata.namespace.clone();
         let mut claims = Vec::new();
         for entry in &pod.spec.resource_claims {
             let (name, generated) = match (&entry.resource_claim_name, &entry.resource_claim_template_name) {
                 (Some(n), None) => (n.clone(), None),
                 (None, Some(t)) => {
-                    match pod.status.resource_claim_statuses.iter().find(|s| s.name == entry.name) {
+                    match pod
+                        .status
+                        .resource_claim_statuses
+                        .iter()
+                        .find(|s| s.name == entry.name)
+                    {
                         Some(st) => match &st.resource_claim_name {
                             Some(n) => (n.clone(), None),
                             None => continue,
@@ -384,31 +419,42 @@ impl Plugin {
                     let t = self.templates.get(&tkey).ok_or_else(|| {
                         Status::unresolvable(format!("resource claim template {tkey} not found"))
                     })?;
-                    let mut c = ResourceClaim::default();
-                    c.metadata = t.spec.metadata.clone();
-                    c.metadata.name = name.clone();
-                    c.metadata.namespace = ns.clone();
-                    c.metadata.owner_references = vec![OwnerReference {
+                    let mut metadata = t.spec.metadata.clone();
+                    metadata.name = name.clone();
+                    metadata.namespace = ns.clone();
+                    metadata.owner_references = vec![OwnerReference {
                         api_version: "v1".into(),
                         kind: "Pod".into(),
                         name: pod.metadata.name.clone(),
                         uid: pod.metadata.uid.clone(),
                         controller: Some(true),
                     }];
-                    c.spec = t.spec.spec.clone();
-                    c
+                    ResourceClaim {
+                        metadata,
+                        spec: t.spec.spec.clone(),
+                        ..Default::default()
+                    }
                 }
                 (None, None) => {
-                    return Err(Status::unresolvable(format!("waiting for resource claim {key} to be created")));
+                    return Err(Status::unresolvable(format!(
+                        "waiting for resource claim {key} to be created"
+                    )));
                 }
             };
             if claim.metadata.deletion_timestamp.is_some() {
-                return Err(Status::unresolvable(format!("resource claim {key} is being deleted")));
+                return Err(Status::unresolvable(format!(
+                    "resource claim {key} is being deleted"
+                )));
             }
-            claims.push(CycleClaim { key, claim, generated_for: generated.map(|_| pod_key.to_string()) });
+            claims.push(CycleClaim {
+                key,
+                claim,
+                generated_for: generated.map(|_| pod_key.to_string()),
+            });
         }
-        let pending: Vec<usize> =
-            (0..claims.len()).filter(|&i| claims[i].claim.status.allocation.is_none()).collect();
+        let pending: Vec<usize> = (0..claims.len())
+            .filter(|&i| claims[i].claim.status.allocation.is_none())
+            .collect();
         for &i in &pending {
             let c = &claims[i];
             for r in &c.claim.spec.devices.requests {
@@ -431,7 +477,8 @@ impl Plugin {
         let d = self.derived.as_ref().expect("built above");
         let mut affinity = Vec::with_capacity(pending.len());
         for &i in &pending {
-            affinity.push(claim_affinity(&self.cel, &d.extractors, &claims[i]).map_err(Status::unresolvable)?);
+            affinity
+                .push(claim_affinity(&self.cel, &d.extractors, &claims[i]).map_err(Status::unresolvable)?);
         }
         Ok(Cycle {
             pod: pod_key.to_string(),
@@ -445,7 +492,9 @@ impl Plugin {
     }
 
     fn cycle(&self, what: &str) -> Result<&Cycle, Status> {
-        self.cycle.as_ref().ok_or_else(|| Status::error(format!("{what} called before prefilter")))
+        self.cycle
+            .as_ref()
+            .ok_or_else(|| Status::error(format!("{what} called before prefilter")))
     }
 
     /// Filter for one node of the current cycle.
@@ -459,7 +508,10 @@ impl Plugin {
     }
 
     fn compute(&mut self, node_name: &str) -> NodeResult {
-        let fail = |status: Status| NodeResult { status, allocation: Vec::new() };
+        let fail = |status: Status| NodeResult {
+            status,
+            allocation: Vec::new(),
+        };
         let cycle = match self.cycle("filter") {
             Ok(c) => c,
             Err(s) => return fail(s),
@@ -482,19 +534,30 @@ impl Plugin {
                             c.key
                         )));
                     }
-                    Err(e) => return fail(Status::error(format!("claim {}: status.allocation.nodeSelector: {e}", c.key))),
+                    Err(e) => {
+                        return fail(Status::error(format!(
+                            "claim {}: status.allocation.nodeSelector: {e}",
+                            c.key
+                        )));
+                    }
                 }
             }
         }
         if cycle.pending.is_empty() {
-            return NodeResult { status: Status::success(), allocation: Vec::new() };
+            return NodeResult {
+                status: Status::success(),
+                allocation: Vec::new(),
+            };
         }
         let Some(d) = self.derived.as_ref() else {
             return fail(Status::error("internal: slice index missing"));
         };
         let pools = {
             let mut cache = d.node_pools.borrow_mut();
-            cache.entry(node_name.to_string()).or_insert_with(|| d.index.pools_for_node(node)).clone()
+            cache
+                .entry(node_name.to_string())
+                .or_insert_with(|| d.index.pools_for_node(node))
+                .clone()
         };
         let pools = match pools {
             Ok(p) => p,
@@ -504,7 +567,11 @@ impl Plugin {
             .pending
             .iter()
             .zip(&cycle.affinity)
-            .map(|(&i, aff)| ClaimInput { key: &cycle.claims[i].key, claim: &cycle.claims[i].claim, affinity: aff })
+            .map(|(&i, aff)| ClaimInput {
+                key: &cycle.claims[i].key,
+                claim: &cycle.claims[i].claim,
+                affinity: aff,
+            })
             .collect();
         let locks = self.lock_view(d);
         let input = allocator::Input {
@@ -520,7 +587,10 @@ impl Plugin {
             consolidate: self.config.consolidate,
         };
         match allocator::allocate(&input) {
-            Ok(AllocOutcome::Allocated(a)) => NodeResult { status: Status::success(), allocation: a },
+            Ok(AllocOutcome::Allocated(a)) => NodeResult {
+                status: Status::success(),
+                allocation: a,
+            },
             Ok(AllocOutcome::Unfit(notes)) => {
                 let mut reason = "cannot allocate all claims".to_string();
                 if !notes.is_empty() {
@@ -547,9 +617,15 @@ impl Plugin {
             .get(node)
             .ok_or_else(|| Status::error(format!("score for node {node} called before filter")))?;
         if !r.status.is_success() {
-            return Err(Status::error(format!("score for node {node} which did not pass filter")));
+            return Err(Status::error(format!(
+                "score for node {node} which did not pass filter"
+            )));
         }
-        Ok(if self.config.consolidate { score_of(&r.allocation) } else { 0 })
+        Ok(if self.config.consolidate {
+            score_of(&r.allocation)
+        } else {
+            0
+        })
     }
 
     /// Reserve: commits the allocation Filter computed for `node` as in-flight.
@@ -563,12 +639,17 @@ impl Plugin {
             .get(node)
             .ok_or_else(|| Status::error(format!("reserve on node {node} called before filter")))?;
         if !r.status.is_success() {
-            return Err(Status::error(format!("reserve on node {node} which did not pass filter")));
+            return Err(Status::error(format!(
+                "reserve on node {node} which did not pass filter"
+            )));
         }
         let result = r.allocation.clone();
         let pod_key = cycle.pod.clone();
         // Re-check against state that may have changed since Filter (no second CEL pass).
-        let d = self.derived.as_ref().ok_or_else(|| Status::error("internal: slice index missing"))?;
+        let d = self
+            .derived
+            .as_ref()
+            .ok_or_else(|| Status::error("internal: slice index missing"))?;
         let locks = self.lock_view(d);
         for cr in &result {
             for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
@@ -583,7 +664,10 @@ impl Plugin {
                 if let Some(w) = &ch.affinity
                     && let Err(why) = locks.lock(ch.dev).admits(w)
                 {
-                    return Err(Status::unschedulable(format!("{}: {why} (changed since filter)", entry.device.name)));
+                    return Err(Status::unschedulable(format!(
+                        "{}: {why} (changed since filter)",
+                        entry.device.name
+                    )));
                 }
             }
         }
@@ -602,7 +686,12 @@ impl Plugin {
             let cr = &result[n];
             let mut claim = cc.claim.clone();
             claim.status.allocation = Some(cr.allocation.clone());
-            if !claim.status.reserved_for.iter().any(|c| c.uid == consumer.uid && c.name == consumer.name) {
+            if !claim
+                .status
+                .reserved_for
+                .iter()
+                .any(|c| c.uid == consumer.uid && c.name == consumer.name)
+            {
                 claim.status.reserved_for.push(consumer.clone());
             }
             for ch in &cr.choices {
@@ -611,7 +700,10 @@ impl Plugin {
                     staged.push(((cc.key.clone(), key), v.clone()));
                 }
             }
-            out.push(ClaimAllocation { claim: cc.key.clone(), allocation: cr.allocation.clone() });
+            out.push(ClaimAllocation {
+                claim: cc.key.clone(),
+                allocation: cr.allocation.clone(),
+            });
             self.inflight.insert(cc.key.clone(), claim);
         }
         for (k, v) in staged {
@@ -631,7 +723,9 @@ impl Plugin {
     /// Unreserve: drops the in-flight allocation of the current cycle.
     pub fn unreserve(&mut self, node: &str) {
         let Some(cycle) = &mut self.cycle else { return };
-        let Some((reserved_node, allocs)) = cycle.reserved.take() else { return };
+        let Some((reserved_node, allocs)) = cycle.reserved.take() else {
+            return;
+        };
         debug_assert!(node.is_empty() || node == reserved_node);
         for a in allocs {
             if let Some(claim) = self.inflight.remove(&a.claim) {
@@ -648,7 +742,9 @@ impl Plugin {
             return Err(Status::error("bind called without a successful reserve"));
         };
         if reserved_node != node {
-            return Err(Status::error(format!("bind on node {node}, but the pod was reserved on {reserved_node}")));
+            return Err(Status::error(format!(
+                "bind on node {node}, but the pod was reserved on {reserved_node}"
+            )));
         }
         let allocs = allocs.clone();
         let pod_key = cycle.pod.clone();
@@ -672,8 +768,14 @@ impl Plugin {
         if let Some(pod) = self.pods.get_mut(&pod_key) {
             pod.spec.node_name = node.to_string();
             for (_, name) in &generated {
-                if let Some(entry) = entries.iter().find(|e| format!("{}-{e}", pod.metadata.name) == *name)
-                    && !pod.status.resource_claim_statuses.iter().any(|s| s.name == *entry)
+                if let Some(entry) = entries
+                    .iter()
+                    .find(|e| format!("{}-{e}", pod.metadata.name) == *name)
+                    && !pod
+                        .status
+                        .resource_claim_statuses
+                        .iter()
+                        .any(|s| s.name == *entry)
                 {
                     pod.status.resource_claim_statuses.push(PodResourceClaimStatus {
                         name: entry.clone(),
@@ -764,13 +866,18 @@ impl Locks<'_> {
         let d = self.derived;
         let p = self.plugin;
         let entry = d.index.device(dev);
-        let Some(holders) = p.holders.get(&entry.key) else { return LockState::Clean };
+        let Some(holders) = p.holders.get(&entry.key) else {
+            return LockState::Clean;
+        };
         let ids = match d.extractors.applicable(&d.index, &p.cel, dev) {
             Ok(ids) if !ids.is_empty() => ids,
             Ok(_) => return LockState::Clean,
             Err(_) => return LockState::Unreconstructable,
         };
-        let keys: BTreeSet<&String> = ids.iter().flat_map(|&id| d.extractors.list[id].keys.keys()).collect();
+        let keys: BTreeSet<&String> = ids
+            .iter()
+            .flat_map(|&id| d.extractors.list[id].keys.keys())
+            .collect();
         let mut derived: Vec<Option<Values>> = Vec::with_capacity(holders.len());
         for (claim_key, h) in holders {
             let v = match &h.values {

@@ -58,11 +58,17 @@ pub struct Status {
 impl Status {
     /// Success without a reason.
     pub fn success() -> Self {
-        Status { code: Code::Success, reason: String::new() }
+        Status {
+            code: Code::Success,
+            reason: String::new(),
+        }
     }
     /// A status with a code and reason.
     pub fn new(code: Code, reason: impl Into<String>) -> Self {
-        Status { code, reason: reason.into() }
+        Status {
+            code,
+            reason: reason.into(),
+        }
     }
     /// `Error` with a reason.
     pub fn error(reason: impl Into<String>) -> Self {
@@ -84,6 +90,10 @@ impl Status {
 
 impl fmt::Display for Status {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.reason.is_empty() { write!(f, "{}", self.code) } else { write!(f, "{}: {}", self.code, self.reason) }
+        if self.reason.is_empty() {
+            write!(f, "{}", self.code)
+        } else {
+            write!(f, "{}: {}", self.code, self.reason)
+        }
     }
 }

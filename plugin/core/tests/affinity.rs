@@ -26,7 +26,11 @@ fn subnet_extractor() -> Value {
 
 /// A NIC with `slots` consumable slots (default 1 per claim).
 fn nic(name: &str, slots: &str) -> Dev {
-    device(name).ama().cap_policy("slots", slots, json!({"default": "1", "validRange": {"min": "1"}}))
+    device(name).ama().cap_policy(
+        "slots",
+        slots,
+        json!({"default": "1", "validRange": {"min": "1"}}),
+    )
 }
 
 fn devices_slice(devs: &[Dev]) -> Value {
@@ -48,14 +52,18 @@ fn cluster(extractors: Value, devs: &[Dev]) -> Vec<Value> {
 
 fn add(p: &mut Plugin, objects: &[Value]) {
     for o in objects {
-        p.apply(EventKind::Add, &o.to_string()).unwrap_or_else(|e| panic!("{o}: {e}"));
+        p.apply(EventKind::Add, &o.to_string())
+            .unwrap_or_else(|e| panic!("{o}: {e}"));
     }
 }
 
 /// Adds a claim and a pod using it.
 fn add_pod(p: &mut Plugin, pod_name: &str, c: Claim) {
     let claim_name = c.0["metadata"]["name"].as_str().unwrap().to_string();
-    add(p, &[c.json(), pod(pod_name, &[&claim_name], "2026-01-01T00:00:00Z")]);
+    add(
+        p,
+        &[c.json(), pod(pod_name, &[&claim_name], "2026-01-01T00:00:00Z")],
+    );
 }
 
 fn device_of(got: &[Vec<Got>]) -> &str {
@@ -67,20 +75,32 @@ fn lock(p: &mut Plugin, dev: &str) -> LockState {
 }
 
 fn locked(pairs: &[(&str, &str)]) -> LockState {
-    LockState::Locked(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+    LockState::Locked(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
 }
 
 // ------------------------------------------------------------------ rules
 
 #[test]
 fn first_claim_locks_clean_device_and_equal_values_share_it() {
-    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]));
+    let mut p = plugin(
+        "",
+        &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]),
+    );
     assert_eq!(lock(&mut p, "eth1"), LockState::Clean);
     add_pod(&mut p, "a", nic_claim("ca", "x"));
     assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
     assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
     add_pod(&mut p, "b", nic_claim("cb", "x"));
-    assert_eq!(device_of(&schedule(&mut p, "b")), "eth1", "equal values share the device");
+    assert_eq!(
+        device_of(&schedule(&mut p, "b")),
+        "eth1",
+        "equal values share the device"
+    );
 }
 
 #[test]
@@ -106,7 +126,11 @@ fn missing_key_makes_device_not_viable_but_other_pools_remain() {
     let mut p = plugin("", &objects);
     add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
     let got = schedule(&mut p, "a");
-    assert_eq!(device_of(&got), "plain-0", "strict gating skips eth1; a pool without extractors still works");
+    assert_eq!(
+        device_of(&got),
+        "plain-0",
+        "strict gating skips eth1; a pool without extractors still works"
+    );
     assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "never an empty lock");
 }
 
@@ -115,38 +139,72 @@ fn empty_string_means_not_handled() {
     let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
     let c = nic_claim("ca", "x").config(&[], json!({"kind": "SomethingElse"}));
     add_pod(&mut p, "a", c);
-    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1", "the other object yields \"\" and is ignored");
+    assert_eq!(
+        device_of(&schedule(&mut p, "a")),
+        "eth1",
+        "the other object yields \"\" and is ignored"
+    );
 }
 
 #[test]
 fn cel_error_or_non_string_makes_device_not_viable() {
-    for (expr, what) in [("object.subnetMissing", "CEL error"), ("object.kind == \"NICConfig\" ? 42 : \"\"", "non-string")] {
-        let mut p = plugin("", &cluster(meta(json!([{"cel": {"subnet": expr}}])), &[nic("eth1", "4")]));
+    for (expr, what) in [
+        ("object.subnetMissing", "CEL error"),
+        ("object.kind == \"NICConfig\" ? 42 : \"\"", "non-string"),
+    ] {
+        let mut p = plugin(
+            "",
+            &cluster(meta(json!([{"cel": {"subnet": expr}}])), &[nic("eth1", "4")]),
+        );
         add_pod(&mut p, "a", nic_claim("ca", "x"));
-        assert_status(run(&mut p, "a"), Code::Unschedulable, "eth1: affinity extraction failed", what);
+        assert_status(
+            run(&mut p, "a"),
+            Code::Unschedulable,
+            "eth1: affinity extraction failed",
+            what,
+        );
     }
 }
 
 #[test]
 fn two_objects_with_different_values_are_unresolvable() {
     let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
-    add_pod(&mut p, "a", nic_claim("ca", "x").config(&["nic"], nic_config("y")));
-    assert_status(run(&mut p, "a"), Code::UnschedulableAndUnresolvable, "two values", "self-inconsistent claim");
+    add_pod(
+        &mut p,
+        "a",
+        nic_claim("ca", "x").config(&["nic"], nic_config("y")),
+    );
+    assert_status(
+        run(&mut p, "a"),
+        Code::UnschedulableAndUnresolvable,
+        "two values",
+        "self-inconsistent claim",
+    );
 }
 
 #[test]
 fn config_scope_is_per_request_and_covers_subrequests() {
-    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]));
-    let c = claim("ca", &[
-        req("a", "class-a"),
-        req_first("b", &[sub("only", "class-a", json!({}))]),
-    ])
+    let mut p = plugin(
+        "",
+        &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]),
+    );
+    let c = claim(
+        "ca",
+        &[
+            req("a", "class-a"),
+            req_first("b", &[sub("only", "class-a", json!({}))]),
+        ],
+    )
     .config(&["a"], nic_config("x"))
     .config(&["b"], nic_config("y"));
     add_pod(&mut p, "p", c);
     let got = schedule(&mut p, "p");
     assert_eq!(got[0][0], g("a", "eth1", true, Some(&[("slots", "1")])));
-    assert_eq!(got[0][1], g("b/only", "eth2", true, Some(&[("slots", "1")])), "no cross-talk: b locks another device");
+    assert_eq!(
+        got[0][1],
+        g("b/only", "eth2", true, Some(&[("slots", "1")])),
+        "no cross-talk: b locks another device"
+    );
     assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
     assert_eq!(lock(&mut p, "eth2"), locked(&[("subnet", "y")]));
 }
@@ -156,9 +214,22 @@ fn class_config_is_not_a_source() {
     let class = json!({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"class-a"},
         "spec":{"selectors":[{"cel":{"expression":"device.driver == \"driver-a\""}}],
                 "config":[{"opaque":{"driver":DRIVER,"parameters":nic_config("x")}}]}});
-    let mut p = plugin("", &[node(NODE), class, subnet_extractor(), devices_slice(&[nic("eth1", "4")])]);
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class,
+            subnet_extractor(),
+            devices_slice(&[nic("eth1", "4")]),
+        ],
+    );
     add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
-    assert_status(run(&mut p, "a"), Code::Unschedulable, "no value for affinity key subnet", "class config ignored");
+    assert_status(
+        run(&mut p, "a"),
+        Code::Unschedulable,
+        "no value for affinity key subnet",
+        "class config ignored",
+    );
 }
 
 #[test]
@@ -181,7 +252,12 @@ fn selector_scopes_extractors_and_collisions_are_errors() {
     let ex = meta(json!([{"cel": {"subnet": SUBNET}}, {"cel": {"subnet": SUBNET, "pkey": PKEY}}]));
     let mut p = plugin("", &cluster(ex, &[nic("eth1", "4")]));
     add_pod(&mut p, "a", nic_claim("ca", "x"));
-    assert_status(run(&mut p, "a"), Code::Unschedulable, "key subnet declared by both", "collision");
+    assert_status(
+        run(&mut p, "a"),
+        Code::Unschedulable,
+        "key subnet declared by both",
+        "collision",
+    );
 }
 
 #[test]
@@ -193,12 +269,18 @@ fn extractors_come_from_metadata_slices_of_the_same_pool_generation() {
                 "devices":[nic("eth1", "4").0]}});
     let mut p = plugin("", &[node(NODE), class_a(), stale, devs]);
     add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
-    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1", "no extractors in effect: plain sharing");
+    assert_eq!(
+        device_of(&schedule(&mut p, "a")),
+        "eth1",
+        "no extractors in effect: plain sharing"
+    );
 }
 
 #[test]
 fn config_supplied_extractors_apply_by_driver_and_pool() {
-    let config = json!({"sharingAffinity": [{"driver": DRIVER, "pool": "pool-1", "cel": {"subnet": SUBNET}}]}).to_string();
+    let config =
+        json!({"sharingAffinity": [{"driver": DRIVER, "pool": "pool-1", "cel": {"subnet": SUBNET}}]})
+            .to_string();
     let devs = slice("s", "pool-1", 1, 1, &[nic("eth1", "4")]);
     let other = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"t"},
         "spec":{"driver":DRIVER,"nodeName":NODE,"pool":{"name":"pool-2","generation":1,"resourceSliceCount":1},
@@ -221,11 +303,26 @@ fn lock_clears_when_last_claim_is_deleted() {
     schedule(&mut p, "b");
     let bound_a = p.claim("default/ca").unwrap().clone();
     let bound_b = p.claim("default/cb").unwrap().clone();
-    p.apply(EventKind::Delete, &serde_json::to_string(&json!({"kind":"ResourceClaim","metadata":bound_a.metadata})).unwrap())
-        .unwrap();
-    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]), "cb still holds eth1");
-    p.apply(EventKind::Delete, &json!({"kind":"ResourceClaim","metadata":bound_b.metadata}).to_string()).unwrap();
-    assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "released by the last claim");
+    p.apply(
+        EventKind::Delete,
+        &serde_json::to_string(&json!({"kind":"ResourceClaim","metadata":bound_a.metadata})).unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "x")]),
+        "cb still holds eth1"
+    );
+    p.apply(
+        EventKind::Delete,
+        &json!({"kind":"ResourceClaim","metadata":bound_b.metadata}).to_string(),
+    )
+    .unwrap();
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        LockState::Clean,
+        "released by the last claim"
+    );
     add_pod(&mut p, "c", nic_claim("cc", "y"));
     assert_eq!(device_of(&schedule(&mut p, "c")), "eth1");
 }
@@ -235,16 +332,28 @@ fn existing(name: &str, dev: &str, share: &str, config: Option<Value>) -> Value 
     if let Some(cfg) = config {
         c = c.config(&[], cfg);
     }
-    c.allocated(json!([{"request":"nic","driver":DRIVER,"pool":"pool-1","device":dev,"shareID":share,
-                        "consumedCapacity":{"slots":"1"}}]))
-        .json()
+    c.allocated(
+        json!([{"request":"nic","driver":DRIVER,"pool":"pool-1","device":dev,"shareID":share,
+                        "consumedCapacity":{"slots":"1"}}]),
+    )
+    .json()
 }
 
 #[test]
 fn locks_are_rebuilt_from_allocated_claims() {
     let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);
-    objects.push(existing("old-1", "eth1", "11111111-0000-0000-0000-000000000001", Some(nic_config("x"))));
-    objects.push(existing("old-2", "eth1", "11111111-0000-0000-0000-000000000002", Some(nic_config("x"))));
+    objects.push(existing(
+        "old-1",
+        "eth1",
+        "11111111-0000-0000-0000-000000000001",
+        Some(nic_config("x")),
+    ));
+    objects.push(existing(
+        "old-2",
+        "eth1",
+        "11111111-0000-0000-0000-000000000002",
+        Some(nic_config("x")),
+    ));
     let mut p = plugin("", &objects);
     assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
     add_pod(&mut p, "a", nic_claim("ca", "y"));
@@ -254,7 +363,11 @@ fn locks_are_rebuilt_from_allocated_claims() {
 #[test]
 fn unreconstructable_causes_block_until_clean() {
     let cases: [(&str, Vec<Value>, &str); 4] = [
-        ("legacy claim without config", vec![existing("old", "eth1", "s-1", None)], ""),
+        (
+            "legacy claim without config",
+            vec![existing("old", "eth1", "s-1", None)],
+            "",
+        ),
         (
             "claims that disagree",
             vec![
@@ -263,8 +376,16 @@ fn unreconstructable_causes_block_until_clean() {
             ],
             "",
         ),
-        ("CEL error on the holder", vec![existing("old", "eth1", "s-1", Some(json!({"kind": "NICConfig"})))], ""),
-        ("changed extractors", vec![existing("old", "eth1", "s-1", Some(nic_config("x")))], "pkey"),
+        (
+            "CEL error on the holder",
+            vec![existing("old", "eth1", "s-1", Some(json!({"kind": "NICConfig"})))],
+            "",
+        ),
+        (
+            "changed extractors",
+            vec![existing("old", "eth1", "s-1", Some(nic_config("x")))],
+            "pkey",
+        ),
     ];
     for (what, holders, extra_key) in cases {
         let ex = if extra_key.is_empty() {
@@ -279,7 +400,12 @@ fn unreconstructable_causes_block_until_clean() {
         let c = claim("ca", &[req("nic", "class-a")])
             .config(&[], json!({"kind": "NICConfig", "subnet": "x", "pkey": "1"}));
         add_pod(&mut p, "a", c);
-        assert_status(run(&mut p, "a"), Code::Unschedulable, "cannot be reconstructed", what);
+        assert_status(
+            run(&mut p, "a"),
+            Code::Unschedulable,
+            "cannot be reconstructed",
+            what,
+        );
     }
 }
 
@@ -290,7 +416,11 @@ fn reserve_sets_tentative_lock_and_unreserve_removes_it() {
     assert!(p.prefilter("default/a").is_success());
     assert!(p.filter(NODE).is_success());
     p.reserve(NODE).unwrap();
-    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]), "in-flight claim locks");
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "x")]),
+        "in-flight claim locks"
+    );
     p.unreserve(NODE);
     assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "unreserve releases");
 }
@@ -305,8 +435,17 @@ fn reserve_fails_when_device_was_locked_meanwhile() {
     add(&mut p, &[existing("other", "eth1", "s-9", Some(nic_config("y")))]);
     let err = p.reserve(NODE).unwrap_err();
     assert_eq!(err.code, Code::Unschedulable);
-    assert!(err.reason.contains("eth1: locked to subnet=y, claim wants subnet=x"), "{}", err.reason);
-    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "y")]), "no state was changed by the failed reserve");
+    assert!(
+        err.reason
+            .contains("eth1: locked to subnet=y, claim wants subnet=x"),
+        "{}",
+        err.reason
+    );
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "y")]),
+        "no state was changed by the failed reserve"
+    );
 }
 
 #[test]
@@ -332,7 +471,10 @@ fn score_prefers_locked_compatible_over_clean() {
     assert!(p.filter(NODE).is_success());
     assert_eq!(p.score(NODE).unwrap(), 100, "joins the locked eth2");
     let got = p.reserve(NODE).unwrap();
-    assert_eq!(got[0].allocation.devices.results[0].device, "eth2", "consolidation beats first-fit eth1");
+    assert_eq!(
+        got[0].allocation.devices.results[0].device, "eth2",
+        "consolidation beats first-fit eth1"
+    );
 
     let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
     add_pod(&mut p, "a", nic_claim("ca", "x"));
@@ -361,9 +503,18 @@ fn story_rdma_pkey() {
     add_pod(&mut p, "b", pk("cb", "0x8001"));
     assert_eq!(device_of(&schedule(&mut p, "b")), "mlx5-0");
     add_pod(&mut p, "c", pk("cc", "0x8002"));
-    assert_eq!(device_of(&schedule(&mut p, "c")), "mlx5-1", "0x8002 goes to mlx5_1");
+    assert_eq!(
+        device_of(&schedule(&mut p, "c")),
+        "mlx5-1",
+        "0x8002 goes to mlx5_1"
+    );
     add_pod(&mut p, "d", pk("cd", "0x8003"));
-    assert_status(run(&mut p, "d"), Code::Unschedulable, "locked to pkey=0x8001", "third pkey");
+    assert_status(
+        run(&mut p, "d"),
+        Code::Unschedulable,
+        "locked to pkey=0x8001",
+        "third pkey",
+    );
 }
 
 #[test]
@@ -380,13 +531,20 @@ fn story_fpga_bitstreams() {
         (3, "bitstream-crypto-v1", "fpga-1"),
     ] {
         add_pod(&mut p, &format!("p{i}"), fp(&format!("c{i}"), b));
-        assert_eq!(device_of(&schedule(&mut p, &format!("p{i}"))), want, "pod {i} with {b}");
+        assert_eq!(
+            device_of(&schedule(&mut p, &format!("p{i}"))),
+            want,
+            "pod {i} with {b}"
+        );
     }
 }
 
 #[test]
 fn story_single_subnet_nic_16_slots() {
-    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "16"), nic("eth2", "16")]));
+    let mut p = plugin(
+        "",
+        &cluster(subnet_extractor(), &[nic("eth1", "16"), nic("eth2", "16")]),
+    );
     for i in 0..17 {
         add_pod(&mut p, &format!("p{i}"), nic_claim(&format!("c{i}"), "subnet-X"));
         let got = schedule(&mut p, &format!("p{i}"));
@@ -398,7 +556,9 @@ fn story_single_subnet_nic_16_slots() {
 
 #[test]
 fn story_multi_key_subnet_and_pkey() {
-    let ex = meta(json!([{"cel": {"subnet": SUBNET, "pkey": "object.kind == \"NICConfig\" ? object.ibPKey : \"\""}}]));
+    let ex = meta(
+        json!([{"cel": {"subnet": SUBNET, "pkey": "object.kind == \"NICConfig\" ? object.ibPKey : \"\""}}]),
+    );
     let mut p = plugin("", &cluster(ex, &[nic("ib0", "8"), nic("ib1", "8")]));
     let cfg = |name: &str, pkey: Option<&str>| {
         let mut o = json!({"kind": "NICConfig", "subnet": "subnet-a"});
@@ -410,9 +570,18 @@ fn story_multi_key_subnet_and_pkey() {
     add_pod(&mut p, "a", cfg("ca", Some("0x8001")));
     assert_eq!(device_of(&schedule(&mut p, "a")), "ib0");
     add_pod(&mut p, "b", cfg("cb", Some("0x8002")));
-    assert_eq!(device_of(&schedule(&mut p, "b")), "ib1", "pkey 0x8002 cannot join subnet-a/0x8001");
+    assert_eq!(
+        device_of(&schedule(&mut p, "b")),
+        "ib1",
+        "pkey 0x8002 cannot join subnet-a/0x8001"
+    );
     add_pod(&mut p, "c", cfg("cc", None));
-    assert_status(run(&mut p, "c"), Code::Unschedulable, "affinity extraction failed", "missing ibPKey is a CEL error");
+    assert_status(
+        run(&mut p, "c"),
+        Code::Unschedulable,
+        "affinity extraction failed",
+        "missing ibPKey is a CEL error",
+    );
 }
 
 #[test]
@@ -429,15 +598,32 @@ fn story_heterogeneous_pool_with_common_vendor_key() {
         nic("vf-0", "4").attr("type", "string", json!("vf")),
     ];
     let mut p = plugin("", &cluster(ex, &devs));
-    let c = claim("ca", &[req("nic", "class-a").selector("device.attributes[\"driver-a\"].type == \"nic\""),
-                          req("vf", "class-a").selector("device.attributes[\"driver-a\"].type == \"vf\"")])
-        .config(&["nic"], json!({"kind": "NICConfig", "subnet": "s1", "vendor": "acme"}))
-        .config(&["vf"], json!({"kind": "VFConfig", "vlan": "100", "vendor": "acme"}));
+    let c = claim(
+        "ca",
+        &[
+            req("nic", "class-a").selector("device.attributes[\"driver-a\"].type == \"nic\""),
+            req("vf", "class-a").selector("device.attributes[\"driver-a\"].type == \"vf\""),
+        ],
+    )
+    .config(
+        &["nic"],
+        json!({"kind": "NICConfig", "subnet": "s1", "vendor": "acme"}),
+    )
+    .config(
+        &["vf"],
+        json!({"kind": "VFConfig", "vlan": "100", "vendor": "acme"}),
+    );
     add_pod(&mut p, "a", c);
     let got = schedule(&mut p, "a");
     assert_eq!((got[0][0].1.as_str(), got[0][1].1.as_str()), ("nic-0", "vf-0"));
-    assert_eq!(lock(&mut p, "nic-0"), locked(&[("subnet", "s1"), ("vendor", "acme")]));
-    assert_eq!(lock(&mut p, "vf-0"), locked(&[("vendor", "acme"), ("vlan", "100")]));
+    assert_eq!(
+        lock(&mut p, "nic-0"),
+        locked(&[("subnet", "s1"), ("vendor", "acme")])
+    );
+    assert_eq!(
+        lock(&mut p, "vf-0"),
+        locked(&[("vendor", "acme"), ("vlan", "100")])
+    );
 }
 
 // ------------------------------------------------------------------ packing
@@ -445,7 +631,10 @@ fn story_heterogeneous_pool_with_common_vendor_key() {
 /// Schedules pods with the given subnets in order; returns how many devices end up locked to
 /// subnet y (one already is) and how many pods did not fit.
 fn packing_run(config: &str, subnets: &[&str]) -> (usize, usize) {
-    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4"), nic("eth3", "4")]);
+    let mut objects = cluster(
+        subnet_extractor(),
+        &[nic("eth1", "4"), nic("eth2", "4"), nic("eth3", "4")],
+    );
     // A pod of subnet y already sits on eth2.
     objects.push(existing("old", "eth2", "s-1", Some(nic_config("y"))));
     let mut p = plugin(config, &objects);
@@ -459,14 +648,21 @@ fn packing_run(config: &str, subnets: &[&str]) -> (usize, usize) {
             Err(_) => failed += 1,
         }
     }
-    let y = ["eth1", "eth2", "eth3"].iter().filter(|d| lock(&mut p, d) == locked(&[("subnet", "y")])).count();
+    let y = ["eth1", "eth2", "eth3"]
+        .iter()
+        .filter(|d| lock(&mut p, d) == locked(&[("subnet", "y")]))
+        .count();
     (y, failed)
 }
 
 #[test]
 fn packing_opens_fewer_devices_than_first_fit() {
     let subnets = ["y", "x", "z", "y"];
-    assert_eq!(packing_run("", &subnets), (1, 0), "y joins eth2; x and z get eth1 and eth3");
+    assert_eq!(
+        packing_run("", &subnets),
+        (1, 0),
+        "y joins eth2; x and z get eth1 and eth3"
+    );
     assert_eq!(
         packing_run(r#"{"consolidate": false}"#, &subnets),
         (2, 1),
@@ -478,34 +674,65 @@ fn packing_opens_fewer_devices_than_first_fit() {
 
 #[test]
 fn affinity_analogue_of_18_rollback_releases_tentative_lock() {
-    let mut p = plugin("", &cluster(subnet_extractor(), &[
-        nic("d1", "1").attr("rack", "string", json!("r1")),
-        nic("d2", "2").attr("rack", "string", json!("r2")),
-    ]));
+    let mut p = plugin(
+        "",
+        &cluster(
+            subnet_extractor(),
+            &[
+                nic("d1", "1").attr("rack", "string", json!("r1")),
+                nic("d2", "2").attr("rack", "string", json!("r2")),
+            ],
+        ),
+    );
     let c0 = claim("c0", &[req("req-0", "class-a"), req("req-1", "class-a")])
         .constraint(json!({"matchAttribute": "driver-a/rack"}))
         .config(&[], nic_config("A"));
     let c1 = nic_claim("c1", "B");
-    add(&mut p, &[c0.json(), c1.json(), pod("p", &["c0", "c1"], "2026-01-01T00:00:00Z")]);
+    add(
+        &mut p,
+        &[
+            c0.json(),
+            c1.json(),
+            pod("p", &["c0", "c1"], "2026-01-01T00:00:00Z"),
+        ],
+    );
     let got = run(&mut p, "p").unwrap();
-    assert_eq!(got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["d2", "d2"]);
-    assert_eq!(got[1][0].1, "d1", "d1's tentative lock to A was undone when req-0 moved to d2");
+    assert_eq!(
+        got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+        ["d2", "d2"]
+    );
+    assert_eq!(
+        got[1][0].1, "d1",
+        "d1's tentative lock to A was undone when req-0 moved to d2"
+    );
 }
 
 #[test]
 fn affinity_analogue_of_23_all_mode_sees_tentative_lock() {
     let devs = [nic("d1", "2"), nic("d2", "1")];
     let mut p = plugin("", &cluster(subnet_extractor(), &devs));
-    add_pod(&mut p, "same", claim("c0", &[req("req-0", "class-a"), req("req-1", "class-a").all()]).config(&[], nic_config("A")));
+    add_pod(
+        &mut p,
+        "same",
+        claim("c0", &[req("req-0", "class-a"), req("req-1", "class-a").all()]).config(&[], nic_config("A")),
+    );
     let got = run(&mut p, "same").unwrap();
-    assert_eq!(got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["d1", "d1", "d2"]);
+    assert_eq!(
+        got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+        ["d1", "d1", "d2"]
+    );
 
     let mut p = plugin("", &cluster(subnet_extractor(), &devs));
     let c = claim("c0", &[req("req-0", "class-a"), req("req-1", "class-a").all()])
         .config(&["req-0"], nic_config("A"))
         .config(&["req-1"], nic_config("B"));
     add_pod(&mut p, "diff", c);
-    assert_status(run(&mut p, "diff"), Code::Unschedulable, "locked to subnet=A, claim wants subnet=B", "in-call lock");
+    assert_status(
+        run(&mut p, "diff"),
+        Code::Unschedulable,
+        "locked to subnet=A, claim wants subnet=B",
+        "in-call lock",
+    );
 }
 
 #[test]
@@ -513,6 +740,15 @@ fn affinity_analogue_of_25_all_mode_blocked_by_lock() {
     let mut objects = cluster(subnet_extractor(), &[nic("d1", "2"), nic("d2", "2")]);
     objects.push(existing("old", "d2", "s-1", Some(nic_config("B"))));
     let mut p = plugin("", &objects);
-    add_pod(&mut p, "p", claim("c0", &[req("req-1", "class-a").all()]).config(&[], nic_config("A")));
-    assert_status(run(&mut p, "p"), Code::Unschedulable, "d2: locked to subnet=B", "All set includes a locked device");
+    add_pod(
+        &mut p,
+        "p",
+        claim("c0", &[req("req-1", "class-a").all()]).config(&[], nic_config("A")),
+    );
+    assert_status(
+        run(&mut p, "p"),
+        Code::Unschedulable,
+        "d2: locked to subnet=B",
+        "All set includes a locked device",
+    );
 }

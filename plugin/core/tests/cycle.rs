@@ -9,7 +9,11 @@ use sharing_affinity_core::Code;
 use sharing_affinity_core::plugin::{EventKind, Plugin};
 
 fn base() -> Vec<serde_json::Value> {
-    vec![node(NODE), class_a(), slice1(&[device("device-1"), device("device-2")])]
+    vec![
+        node(NODE),
+        class_a(),
+        slice1(&[device("device-1"), device("device-2")]),
+    ]
 }
 
 fn template(name: &str) -> serde_json::Value {
@@ -33,15 +37,28 @@ fn claim_generated_from_template_is_created_on_bind() {
     let got = schedule(&mut p, "p");
     assert_eq!(got, vec![vec![g("gpu", "device-1", false, None)]]);
     let claim = p.claim("default/p-gpu").expect("generated claim stored");
-    assert_eq!(claim.metadata.labels.get("app").map(String::as_str), Some("x"), "template metadata copied");
+    assert_eq!(
+        claim.metadata.labels.get("app").map(String::as_str),
+        Some("x"),
+        "template metadata copied"
+    );
     assert_eq!(claim.metadata.owner_references[0].name, "p");
     assert_eq!(claim.status.reserved_for[0].name, "p");
     let pod = p.pod("default/p").unwrap();
     assert_eq!(pod.spec.node_name, NODE);
-    assert_eq!(pod.status.resource_claim_statuses[0].resource_claim_name.as_deref(), Some("p-gpu"));
+    assert_eq!(
+        pod.status.resource_claim_statuses[0]
+            .resource_claim_name
+            .as_deref(),
+        Some("p-gpu")
+    );
     // The next pod from the same template gets the other device.
-    p.apply(EventKind::Add, &template_pod("q", "t").to_string()).unwrap();
-    assert_eq!(schedule(&mut p, "q"), vec![vec![g("gpu", "device-2", false, None)]]);
+    p.apply(EventKind::Add, &template_pod("q", "t").to_string())
+        .unwrap();
+    assert_eq!(
+        schedule(&mut p, "q"),
+        vec![vec![g("gpu", "device-2", false, None)]]
+    );
 }
 
 #[test]
@@ -50,8 +67,18 @@ fn missing_claim_or_template_is_unresolvable() {
     objects.push(pod("p", &["nope"], "2026-01-01T00:00:00Z"));
     objects.push(template_pod("q", "no-template"));
     let mut p = plugin("", &objects);
-    assert_status(run(&mut p, "p"), Code::UnschedulableAndUnresolvable, "waiting for resource claim default/nope", "claim");
-    assert_status(run(&mut p, "q"), Code::UnschedulableAndUnresolvable, "template default/no-template not found", "template");
+    assert_status(
+        run(&mut p, "p"),
+        Code::UnschedulableAndUnresolvable,
+        "waiting for resource claim default/nope",
+        "claim",
+    );
+    assert_status(
+        run(&mut p, "q"),
+        Code::UnschedulableAndUnresolvable,
+        "template default/no-template not found",
+        "template",
+    );
 }
 
 #[test]
@@ -77,14 +104,22 @@ fn pod_without_claims_passes_every_node() {
 fn allocated_claim_restricts_nodes() {
     let mut objects = base();
     objects.push(node("node-2"));
-    objects.push(claim("c", &[req("r", "class-a")]).allocated(json!([dedicated("r", "device-1")])).json());
+    objects.push(
+        claim("c", &[req("r", "class-a")])
+            .allocated(json!([dedicated("r", "device-1")]))
+            .json(),
+    );
     objects.push(pod("p", &["c"], "2026-01-01T00:00:00Z"));
     let mut p = plugin("", &objects);
     assert!(p.prefilter("default/p").is_success());
     assert!(p.filter(NODE).is_success(), "allocated on node-1");
     let st = p.filter("node-2");
     assert_eq!(st.code, Code::UnschedulableAndUnresolvable);
-    assert!(st.reason.contains("not available on node node-2"), "{}", st.reason);
+    assert!(
+        st.reason.contains("not available on node node-2"),
+        "{}",
+        st.reason
+    );
 }
 
 #[test]
@@ -95,21 +130,51 @@ fn claim_update_that_deallocates_frees_the_device() {
     objects.push(claim("c", &[req("r", "class-a")]).json());
     objects.push(pod("p", &["c"], "2026-01-01T00:00:00Z"));
     let mut p = plugin("", &objects);
-    assert_status(run(&mut p, "p"), Code::Unschedulable, "cannot allocate all claims", "device-1 in use");
-    p.apply(EventKind::Update, &claim("old", &[req("r", "class-a")]).json().to_string()).unwrap();
-    assert_eq!(run(&mut p, "p").unwrap(), vec![vec![g("r", "device-1", false, None)]], "freed by the update");
+    assert_status(
+        run(&mut p, "p"),
+        Code::Unschedulable,
+        "cannot allocate all claims",
+        "device-1 in use",
+    );
+    p.apply(
+        EventKind::Update,
+        &claim("old", &[req("r", "class-a")]).json().to_string(),
+    )
+    .unwrap();
+    assert_eq!(
+        run(&mut p, "p").unwrap(),
+        vec![vec![g("r", "device-1", false, None)]],
+        "freed by the update"
+    );
 }
 
 #[test]
 fn slice_events_rebuild_the_index() {
     let mut p = plugin("", &[node(NODE), class_a(), slice1(&[device("device-1")])]);
-    p.apply(EventKind::Add, &claim("c", &[req("r", "class-a")]).json().to_string()).unwrap();
-    p.apply(EventKind::Add, &pod("p", &["c"], "2026-01-01T00:00:00Z").to_string()).unwrap();
-    p.apply(EventKind::Update, &slice1(&[device("device-9")]).to_string()).unwrap();
-    assert_eq!(run(&mut p, "p").unwrap(), vec![vec![g("r", "device-9", false, None)]]);
+    p.apply(
+        EventKind::Add,
+        &claim("c", &[req("r", "class-a")]).json().to_string(),
+    )
+    .unwrap();
+    p.apply(
+        EventKind::Add,
+        &pod("p", &["c"], "2026-01-01T00:00:00Z").to_string(),
+    )
+    .unwrap();
+    p.apply(EventKind::Update, &slice1(&[device("device-9")]).to_string())
+        .unwrap();
+    assert_eq!(
+        run(&mut p, "p").unwrap(),
+        vec![vec![g("r", "device-9", false, None)]]
+    );
     p.unreserve(NODE);
     p.apply(EventKind::Delete, &slice1(&[]).to_string()).unwrap();
-    assert_status(run(&mut p, "p"), Code::Unschedulable, "cannot allocate", "no slices left");
+    assert_status(
+        run(&mut p, "p"),
+        Code::Unschedulable,
+        "cannot allocate",
+        "no slices left",
+    );
 }
 
 #[test]
@@ -118,18 +183,38 @@ fn bad_objects_are_errors_naming_object_and_field() {
     let bad_quantity = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},
         "spec":{"driver":"d","nodeName":"n","pool":{"name":"p","generation":1,"resourceSliceCount":1},
                 "devices":[{"name":"x","capacity":{"mem":{"value":"1.2.3Gi"}}}]}});
-    let err = p.apply(EventKind::Add, &bad_quantity.to_string()).unwrap_err().to_string();
-    assert!(err.contains("ResourceSlice s") && err.contains("spec.devices[0].capacity.mem.value"), "{err}");
+    let err = p
+        .apply(EventKind::Add, &bad_quantity.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ResourceSlice s") && err.contains("spec.devices[0].capacity.mem.value"),
+        "{err}"
+    );
     let err = p.apply(EventKind::Add, "{not json").unwrap_err().to_string();
     assert!(err.contains("malformed JSON"), "{err}");
     let missing = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"},
         "spec":{"devices":{"requests":[{"exactly":{"deviceClassName":"x"}}]}}});
-    let err = p.apply(EventKind::Add, &missing.to_string()).unwrap_err().to_string();
-    assert!(err.contains("ResourceClaim ns/c") && err.contains("spec.devices.requests[0]") && err.contains("name"), "{err}");
+    let err = p
+        .apply(EventKind::Add, &missing.to_string())
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("ResourceClaim ns/c")
+            && err.contains("spec.devices.requests[0]")
+            && err.contains("name"),
+        "{err}"
+    );
     let deep = "[".repeat(10_000);
-    assert!(p.apply(EventKind::Add, &deep).is_err(), "deeply nested input is an error, not a stack overflow");
+    assert!(
+        p.apply(EventKind::Add, &deep).is_err(),
+        "deeply nested input is an error, not a stack overflow"
+    );
     let errors = p
-        .load(&format!(r#"{{"kind":"List","items":[{bad_quantity},{}]}}"#, node("n")))
+        .load(&format!(
+            r#"{{"kind":"List","items":[{bad_quantity},{}]}}"#,
+            node("n")
+        ))
         .unwrap();
     assert_eq!(errors.len(), 1, "one bad object reported");
     assert_eq!(p.node_names(), vec!["n".to_string()], "the good object loaded");
@@ -139,8 +224,14 @@ fn bad_objects_are_errors_naming_object_and_field() {
 fn config_errors_name_the_field() {
     for (cfg, needle) in [
         ("{", "configuration"),
-        (r#"{"sharingAffinity":[{"driver":"d","cel":{"k":"object.x ==="}}]}"#, "sharingAffinity[0].cel.k"),
-        (r#"{"sharingAffinity":[{"driver":"d","cel":{"k":"\"x\""},"selector":{"cel":{"expression":"1 +"}}}]}"#, "selector"),
+        (
+            r#"{"sharingAffinity":[{"driver":"d","cel":{"k":"object.x ==="}}]}"#,
+            "sharingAffinity[0].cel.k",
+        ),
+        (
+            r#"{"sharingAffinity":[{"driver":"d","cel":{"k":"\"x\""},"selector":{"cel":{"expression":"1 +"}}}]}"#,
+            "selector",
+        ),
     ] {
         let err = Plugin::new(cfg).err().map(|e| e.to_string()).unwrap_or_default();
         assert!(err.contains(needle), "{cfg}: {err}");

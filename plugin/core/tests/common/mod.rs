@@ -1,6 +1,9 @@
 //! Fluent builders for Kubernetes DRA objects as JSON, and a runner that drives them through the
 //! cycle API. Shared by the upstream-case table and the sharing-affinity scenarios.
-#![allow(dead_code, reason = "each test binary uses a different subset of the builders")]
+#![allow(
+    dead_code,
+    reason = "each test binary uses a different subset of the builders"
+)]
 
 use serde_json::{Value, json};
 use sharing_affinity_core::plugin::{EventKind, Plugin};
@@ -65,7 +68,8 @@ impl Dev {
     pub fn vv(mut self, d: &str, v: &str, extra: &[&str]) -> Self {
         let mut values = vec![d.to_string()];
         values.extend(extra.iter().map(|s| s.to_string()));
-        self.0["capacity"]["capacity-0"] = json!({"value": v, "requestPolicy":{"default": d, "validValues": values}});
+        self.0["capacity"]["capacity-0"] =
+            json!({"value": v, "requestPolicy":{"default": d, "validValues": values}});
         self
     }
     pub fn cap_policy(mut self, name: &str, value: &str, policy: Value) -> Self {
@@ -233,7 +237,8 @@ pub fn pod(name: &str, claims: &[&str], created: &str) -> Value {
 pub fn plugin(config: &str, objects: &[Value]) -> Plugin {
     let mut p = Plugin::new(config).expect("valid config");
     for o in objects {
-        p.apply(EventKind::Add, &o.to_string()).unwrap_or_else(|e| panic!("object {o}: {e}"));
+        p.apply(EventKind::Add, &o.to_string())
+            .unwrap_or_else(|e| panic!("object {o}: {e}"));
     }
     p
 }
@@ -297,7 +302,11 @@ pub fn assert_status(got: Result<Vec<Vec<Got>>, Status>, code: Code, needle: &st
         Ok(r) => panic!("{msg}: expected {code} containing {needle:?}, got allocation {r:?}"),
         Err(s) => {
             assert_eq!(s.code, code, "{msg}: {s}");
-            assert!(s.reason.contains(needle), "{msg}: reason {:?} lacks {needle:?}", s.reason);
+            assert!(
+                s.reason.contains(needle),
+                "{msg}: reason {:?} lacks {needle:?}",
+                s.reason
+            );
         }
     }
 }
