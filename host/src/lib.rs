@@ -5,3 +5,4 @@
 //! core module), replays recorded scheduling cycles and reports decisions, allocations and latency.
 
 pub mod engine;
+pub mod kswe;
