@@ -14,12 +14,20 @@
 //!   incrementally updated [`plugin::Plugin`] state.
 #![forbid(unsafe_code)]
 
+pub mod affinity;
+pub mod allocator;
+pub mod capacity;
 pub mod cel;
+pub mod constraints;
+pub mod counters;
 pub mod error;
+pub mod index;
 pub mod model;
+pub mod node_selector;
 pub mod object;
 pub mod quantity;
 pub mod status;
+pub mod taints;
 
 pub use error::Error;
 pub use status::{Code, Status};

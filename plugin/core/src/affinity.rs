@@ -1,0 +1,473 @@
+//! KEP-5981 sharing affinity: extractors, claim values, per-device locks.
+//!
+//! Drivers publish CEL *extractors* per pool (`ResourceSlice.spec.sharingAffinity[]` in metadata
+//! slices, or the plugin configuration for API servers without the field). An extractor applies to
+//! a device when its selector matches it (or it has none). For a request, each applicable
+//! extractor runs its key expressions against every opaque config object of the claim in scope for
+//! the request; a non-empty string contributes `key → value`, `""` means "not handled".
+//!
+//! Strict gating: a device is viable for a request only if every applicable extractor is
+//! satisfied (every key has a value). A CEL error or a non-string result makes the device not
+//! viable. The first claim on a clean device locks it to its values; later claims may share it
+//! only with equal values; the lock clears when the last claim releases the device.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Deserialize;
+
+use crate::cel::{CelCache, CelObject};
+use crate::constraints::RequestScope;
+use crate::error::Error;
+use crate::index::{DevIdx, Index};
+use crate::model::{DeviceSelector, ResourceClaim, SharingAffinityExtractor};
+
+/// KEP limit: extractors per pool.
+pub const MAX_EXTRACTORS: usize = 8;
+/// KEP limit: keys per extractor.
+pub const MAX_KEYS: usize = 8;
+
+/// Affinity values: key → non-empty value.
+pub type Values = BTreeMap<String, String>;
+
+/// Formats values as `k1=v1, k2=v2`.
+pub fn show(values: &Values) -> String {
+    values.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+}
+
+/// The plugin configuration document.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct Config {
+    /// Extractors for API servers without `ResourceSlice.spec.sharingAffinity`.
+    #[serde(default)]
+    pub sharing_affinity: Vec<ConfigExtractor>,
+    /// Prefer devices already locked to compatible values (default true). With false the plugin
+    /// picks devices first-fit and scores every node 0, as the KEP's alpha does.
+    #[serde(default = "yes")]
+    pub consolidate: bool,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config { sharing_affinity: Vec::new(), consolidate: true }
+    }
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// One configured extractor: the KEP shape plus a scope.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct ConfigExtractor {
+    /// Driver whose pools it applies to.
+    pub driver: String,
+    /// Pool it applies to; none = every pool of the driver.
+    #[serde(default)]
+    pub pool: Option<String>,
+    /// Devices it applies to.
+    #[serde(default)]
+    pub selector: Option<DeviceSelector>,
+    /// Key → CEL expression over `object`.
+    pub cel: BTreeMap<String, String>,
+}
+
+impl Config {
+    /// Parses and validates the configuration JSON; empty text means no configuration.
+    pub fn from_json(text: &str) -> Result<Config, Error> {
+        if text.trim().is_empty() {
+            return Ok(Config::default());
+        }
+        let mut de = serde_json::Deserializer::from_str(text);
+        let config: Config = serde_path_to_error::deserialize(&mut de)
+            .map_err(|e| Error::Config(format!("field {}: {}", e.path(), e.inner())))?;
+        let cache = CelCache::new();
+        for (i, ex) in config.sharing_affinity.iter().enumerate() {
+            let at = format!("sharingAffinity[{i}]");
+            if ex.driver.is_empty() {
+                return Err(Error::Config(format!("{at}.driver: must be set")));
+            }
+            validate_extractor(&cache, &ex.cel, ex.selector.as_ref()).map_err(|e| Error::Config(format!("{at}.{e}")))?;
+        }
+        Ok(config)
+    }
+}
+
+/// Checks the KEP limits and compiles every expression. The error starts with the field path.
+fn validate_extractor(cache: &CelCache, cel: &BTreeMap<String, String>, selector: Option<&DeviceSelector>) -> Result<(), String> {
+    if cel.is_empty() {
+        return Err("cel: must have at least one key".into());
+    }
+    if cel.len() > MAX_KEYS {
+        return Err(format!("cel: {} keys, at most {MAX_KEYS} allowed", cel.len()));
+    }
+    for (key, expr) in cel {
+        if !is_c_identifier(key) {
+            return Err(format!("cel.{key}: key must be a C identifier of at most 32 characters"));
+        }
+        cache.extractor(expr).map_err(|e| format!("cel.{key}: {expr:?}: {e}"))?;
+    }
+    if let Some(sel) = selector {
+        cache.selector(&sel.cel.expression).map_err(|e| format!("selector.cel.expression: {:?}: {e}", sel.cel.expression))?;
+    }
+    Ok(())
+}
+
+fn is_c_identifier(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 32
+        && s.chars().next().is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && s.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+}
+
+/// Index of an extractor in [`Extractors::list`].
+pub type ExtId = usize;
+
+/// One extractor in effect.
+#[derive(Clone, Debug)]
+pub struct Extractor {
+    /// Where it comes from (for messages).
+    pub source: String,
+    /// Selector expression, if any.
+    pub selector: Option<String>,
+    /// Key → expression.
+    pub keys: BTreeMap<String, String>,
+}
+
+/// Why affinity makes a device not viable for a request, or a lock conflict.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Rejection {
+    /// Extractor set-up error for the device (too many extractors, key collision, selector error).
+    Device(String),
+    /// The claim gives no value for a key of an applicable extractor.
+    MissingKey(String),
+    /// Extraction failed (CEL error or non-string).
+    Extraction(String),
+    /// The device is locked to other values.
+    Locked {
+        /// The lock.
+        lock: Values,
+        /// What the claim wants.
+        wanted: Values,
+    },
+    /// The device has allocations whose values cannot be re-derived.
+    Unreconstructable,
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Device(e) => write!(f, "sharing affinity misconfigured: {e}"),
+            Rejection::MissingKey(k) => write!(f, "claim gives no value for affinity key {k}"),
+            Rejection::Extraction(e) => write!(f, "affinity extraction failed: {e}"),
+            Rejection::Locked { lock, wanted } => {
+                write!(f, "locked to {}, claim wants {}", show(lock), show(wanted))
+            }
+            Rejection::Unreconstructable => {
+                write!(f, "shared by allocations whose affinity cannot be reconstructed; not usable until released")
+            }
+        }
+    }
+}
+
+/// The extractors of all pools, and which apply to each device (computed lazily, once).
+pub struct Extractors {
+    /// All extractors.
+    pub list: Vec<Extractor>,
+    /// Per pool: its extractors, or an error making all its devices not viable.
+    pub per_pool: Vec<Result<Vec<ExtId>, String>>,
+    applicable: Vec<std::sync::OnceLock<Result<Vec<ExtId>, String>>>,
+}
+
+impl Extractors {
+    /// Merges slice-published extractors (complete pools only) with configured ones.
+    pub fn build(index: &Index, config: &Config, cel: &CelCache) -> Extractors {
+        let mut list = Vec::new();
+        let mut per_pool = Vec::with_capacity(index.pools.len());
+        for pool in &index.pools {
+            let mut ids = Vec::new();
+            let mut err = None;
+            if pool.complete {
+                for ex in &pool.slice_extractors {
+                    if let Err(e) = validate_extractor(cel, &ex.spec.cel, ex.spec.selector.as_ref()) {
+                        err.get_or_insert(format!("{}.{e}", ex.source));
+                    }
+                    ids.push(list.len());
+                    list.push(from_spec(ex.source.clone(), &ex.spec));
+                }
+            }
+            for (i, ex) in config.sharing_affinity.iter().enumerate() {
+                if ex.driver == pool.driver && ex.pool.as_ref().is_none_or(|p| *p == pool.name) {
+                    ids.push(list.len());
+                    list.push(Extractor {
+                        source: format!("configuration sharingAffinity[{i}]"),
+                        selector: ex.selector.as_ref().map(|s| s.cel.expression.clone()),
+                        keys: ex.cel.clone(),
+                    });
+                }
+            }
+            if ids.len() > MAX_EXTRACTORS {
+                err.get_or_insert(format!(
+                    "pool {} has {} sharing-affinity extractors, at most {MAX_EXTRACTORS} allowed",
+                    pool.id(),
+                    ids.len()
+                ));
+            }
+            per_pool.push(match err {
+                Some(e) => Err(e),
+                None => Ok(ids),
+            });
+        }
+        let applicable = (0..index.devices.len()).map(|_| std::sync::OnceLock::new()).collect();
+        Extractors { list, per_pool, applicable }
+    }
+
+    /// Whether any pool has extractors.
+    pub fn is_empty(&self) -> bool {
+        self.list.is_empty()
+    }
+
+    /// Whether the device's pool has extractors (or an extractor error).
+    pub fn pool_has_affinity(&self, index: &Index, dev: DevIdx) -> bool {
+        match &self.per_pool[index.device(dev).pool] {
+            Ok(ids) => !ids.is_empty(),
+            Err(_) => true,
+        }
+    }
+
+    /// The extractors that apply to a device: selector matches (or none). A selector error or two
+    /// applicable extractors declaring the same key make the device not viable (the error).
+    pub fn applicable(&self, index: &Index, cel: &CelCache, dev: DevIdx) -> Result<&[ExtId], String> {
+        self.applicable[dev as usize]
+            .get_or_init(|| {
+                let entry = index.device(dev);
+                let pool = &index.pools[entry.pool];
+                let ids = self.per_pool[entry.pool].as_ref().map_err(Clone::clone)?;
+                let mut out = Vec::new();
+                let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+                for &id in ids {
+                    let ex = &self.list[id];
+                    if let Some(expr) = &ex.selector {
+                        let sel = cel.selector(expr).map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
+                        let dev_cel = entry.cel(&pool.driver)?;
+                        let m = sel.matches(dev_cel).map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
+                        if !m {
+                            continue;
+                        }
+                    }
+                    for key in ex.keys.keys() {
+                        if let Some(other) = seen.insert(key, &ex.source) {
+                            return Err(format!("key {key} declared by both {other} and {}", ex.source));
+                        }
+                    }
+                    out.push(id);
+                }
+                Ok(out)
+            })
+            .as_ref()
+            .map(Vec::as_slice)
+            .map_err(Clone::clone)
+    }
+}
+
+fn from_spec(source: String, spec: &SharingAffinityExtractor) -> Extractor {
+    Extractor { source, selector: spec.selector.as_ref().map(|s| s.cel.expression.clone()), keys: spec.cel.clone() }
+}
+
+/// What one extractor yields for one request of a claim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// Every key has a value.
+    Satisfied(Values),
+    /// Some key has no value (the first missing key).
+    Missing(String),
+    /// Extraction failed.
+    Failed(String),
+}
+
+/// Runs an extractor over the claim's config objects in scope for `request`/`sub`.
+///
+/// Returns `Err` (the claim is self-inconsistent: `UnschedulableAndUnresolvable`) when two
+/// objects give one key different values.
+pub fn extract(
+    cel: &CelCache,
+    ex: &Extractor,
+    objects: &[(RequestScope, CelObject)],
+    request: &str,
+    sub: Option<&str>,
+    claim: &str,
+) -> Result<Outcome, String> {
+    let mut values = Values::new();
+    let mut failure = None;
+    for (key, expr) in &ex.keys {
+        let program = match cel.extractor(expr) {
+            Ok(p) => p,
+            Err(e) => {
+                failure.get_or_insert(format!("{}: key {key}: {e}", ex.source));
+                continue;
+            }
+        };
+        for (scope, object) in objects {
+            if !scope.covers(request, sub) {
+                continue;
+            }
+            match program.extract(object) {
+                Ok(v) if v.is_empty() => {}
+                Ok(v) => match values.get(key) {
+                    Some(prev) if *prev != v => {
+                        return Err(format!(
+                            "claim {claim}: request {}: config objects give affinity key {key} two values, {prev:?} and {v:?}",
+                            full_name(request, sub)
+                        ));
+                    }
+                    _ => {
+                        values.insert(key.clone(), v);
+                    }
+                },
+                Err(e) => {
+                    failure.get_or_insert(format!("{}: key {key}: {e}", ex.source));
+                }
+            }
+        }
+    }
+    if let Some(f) = failure {
+        return Ok(Outcome::Failed(f));
+    }
+    if let Some(missing) = ex.keys.keys().find(|k| !values.contains_key(*k)) {
+        return Ok(Outcome::Missing(missing.clone()));
+    }
+    Ok(Outcome::Satisfied(values))
+}
+
+/// `req` or `req/sub`.
+pub fn full_name(request: &str, sub: Option<&str>) -> String {
+    match sub {
+        Some(s) => format!("{request}/{s}"),
+        None => request.to_string(),
+    }
+}
+
+/// The opaque config objects of a claim with their request scopes, prepared for CEL.
+pub fn claim_objects(claim: &ResourceClaim) -> Vec<(RequestScope, CelObject)> {
+    claim
+        .spec
+        .devices
+        .config
+        .iter()
+        .filter_map(|c| c.opaque.as_ref().map(|o| (RequestScope::new(&c.requests), CelObject::new(&o.parameters))))
+        .collect()
+}
+
+/// Combines the outcomes of the applicable extractors for a request: the values the request
+/// wants on this device, or why the device is not viable.
+pub fn wanted(outcomes: &[&Outcome]) -> Result<Values, Rejection> {
+    let mut all = Values::new();
+    for o in outcomes {
+        match o {
+            Outcome::Satisfied(v) => all.extend(v.iter().map(|(k, v)| (k.clone(), v.clone()))),
+            Outcome::Missing(k) => return Err(Rejection::MissingKey(k.clone())),
+            Outcome::Failed(e) => return Err(Rejection::Extraction(e.clone())),
+        }
+    }
+    Ok(all)
+}
+
+/// The lock state of a device.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LockState {
+    /// No allocation holds the device.
+    Clean,
+    /// Locked to these values.
+    Locked(Values),
+    /// Held by allocations whose values cannot be re-derived.
+    Unreconstructable,
+}
+
+impl LockState {
+    /// Whether a request wanting `wanted` may use the device.
+    pub fn admits(&self, wanted: &Values) -> Result<(), Rejection> {
+        match self {
+            LockState::Clean => Ok(()),
+            LockState::Locked(lock) if lock == wanted => Ok(()),
+            LockState::Locked(lock) => Err(Rejection::Locked { lock: lock.clone(), wanted: wanted.clone() }),
+            LockState::Unreconstructable => Err(Rejection::Unreconstructable),
+        }
+    }
+}
+
+/// Derives a lock from the values of the allocations holding a device: all equal → locked; any
+/// unknown or different → unreconstructable; none → clean.
+pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> LockState {
+    let mut lock: Option<&Values> = None;
+    for h in holders {
+        let Some(v) = h else { return LockState::Unreconstructable };
+        match lock {
+            None => lock = Some(v),
+            Some(l) if l == v => {}
+            Some(_) => return LockState::Unreconstructable,
+        }
+    }
+    match lock {
+        None => LockState::Clean,
+        Some(v) => LockState::Locked(v.clone()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn vals(pairs: &[(&str, &str)]) -> Values {
+        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    }
+
+    #[test]
+    fn lock_derivation() {
+        let a = vals(&[("subnet", "A")]);
+        let b = vals(&[("subnet", "B")]);
+        assert_eq!(lock_from([]), LockState::Clean, "no holders: clean");
+        assert_eq!(lock_from([Some(&a), Some(&a)]), LockState::Locked(a.clone()), "agreeing holders");
+        assert_eq!(lock_from([Some(&a), Some(&b)]), LockState::Unreconstructable, "disagreeing holders");
+        assert_eq!(lock_from([Some(&a), None]), LockState::Unreconstructable, "legacy holder");
+    }
+
+    #[test]
+    fn lock_admits_only_equal_values() {
+        let a = vals(&[("subnet", "A")]);
+        let ab = vals(&[("subnet", "A"), ("pkey", "1")]);
+        assert!(LockState::Clean.admits(&a).is_ok());
+        assert!(LockState::Locked(a.clone()).admits(&a).is_ok());
+        let err = LockState::Locked(ab.clone()).admits(&vals(&[("subnet", "A"), ("pkey", "2")])).unwrap_err();
+        assert_eq!(err.to_string(), "locked to pkey=1, subnet=A, claim wants pkey=2, subnet=A");
+        assert!(LockState::Locked(ab).admits(&a).is_err(), "all keys must be equal");
+        assert_eq!(LockState::Unreconstructable.admits(&a), Err(Rejection::Unreconstructable));
+    }
+
+    #[test]
+    fn wanted_is_strict() {
+        let s = Outcome::Satisfied(vals(&[("subnet", "A")]));
+        let p = Outcome::Satisfied(vals(&[("pkey", "1")]));
+        assert_eq!(wanted(&[&s, &p]).unwrap(), vals(&[("pkey", "1"), ("subnet", "A")]), "union of groups");
+        assert_eq!(wanted(&[&s, &Outcome::Missing("pkey".into())]), Err(Rejection::MissingKey("pkey".into())));
+        assert!(matches!(wanted(&[&Outcome::Failed("x".into())]), Err(Rejection::Extraction(_))));
+        assert_eq!(wanted(&[]).unwrap(), Values::new(), "no applicable extractor: no lock values");
+    }
+
+    #[test]
+    fn config_validation() {
+        assert_eq!(Config::from_json("").unwrap(), Config::default());
+        let err = Config::from_json(r#"{"sharingAffinity":[{"driver":"d","cel":{}}]}"#).unwrap_err();
+        assert!(err.to_string().contains("sharingAffinity[0].cel"), "{err}");
+        let err = Config::from_json(r#"{"sharingAfinity":[]}"#).unwrap_err();
+        assert!(err.to_string().contains("unknown field"), "{err}");
+        let err = Config::from_json(r#"{"sharingAffinity":[{"driver":"","cel":{"a":"\"x\""}}]}"#).unwrap_err();
+        assert!(err.to_string().contains("driver"), "{err}");
+        let nine: BTreeMap<String, String> = (0..9).map(|i| (format!("k{i}"), "\"x\"".to_string())).collect();
+        let doc = serde_json::json!({"sharingAffinity":[{"driver":"d","cel":nine}]}).to_string();
+        assert!(Config::from_json(&doc).unwrap_err().to_string().contains("at most 8"));
+        let err = Config::from_json(r#"{"sharingAffinity":[{"driver":"d","cel":{"bad-key":"\"x\""}}]}"#).unwrap_err();
+        assert!(err.to_string().contains("C identifier"), "{err}");
+    }
+}

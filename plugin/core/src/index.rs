@@ -1,0 +1,410 @@
+//! The compact internal representation of ResourceSlices the allocator works on.
+//!
+//! Built from the API objects whenever slices change (as upstream converts API types to its
+//! internal `draapi` types): pools keyed by `(driver, pool)` at their highest generation, slices
+//! sorted by name, devices with their attributes resolved to typed values and their CEL input
+//! prepared lazily, once. Each device has a dense index ([`DevIdx`]) so that per-call state is a
+//! vector or a small map, and a [`DeviceKey`] (`driver/pool/device`) that allocated state is
+//! keyed by.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::{Arc, OnceLock};
+
+use crate::cel::CelDevice;
+use crate::model::{self, AttributeValue, Node, NodeSelector, ResourceSlice, SharingAffinityExtractor};
+use crate::node_selector;
+use crate::quantity::Quantity;
+
+/// Identifies a device across the cluster: `driver/pool/device`, as upstream's `DeviceID`.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct DeviceKey(Arc<str>);
+
+impl DeviceKey {
+    /// Builds the key from its parts.
+    pub fn new(driver: &str, pool: &str, device: &str) -> Self {
+        DeviceKey(Arc::from(format!("{driver}/{pool}/{device}")))
+    }
+    /// The key as `driver/pool/device`.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for DeviceKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Dense index of a device in [`Index::devices`].
+pub type DevIdx = u32;
+
+/// One device of a pool's current generation.
+pub struct DeviceEntry {
+    /// `driver/pool/device`.
+    pub key: DeviceKey,
+    /// Index of the pool in [`Index::pools`].
+    pub pool: usize,
+    /// Index of the slice in the pool's `slices`.
+    pub slice: usize,
+    /// The API object.
+    pub device: model::Device,
+    /// Attributes by their name as written, typed; `None` for an invalid (empty or multi-valued) one.
+    pub attributes: BTreeMap<String, Option<AttributeValue>>,
+    /// Capacity values by name.
+    pub capacity_values: BTreeMap<String, Quantity>,
+    /// `allowMultipleAllocations`.
+    pub allow_multiple: bool,
+    cel: OnceLock<Result<CelDevice, String>>,
+}
+
+impl DeviceEntry {
+    /// The device prepared for CEL, built on first use. An attribute with no or several values is
+    /// an error, as upstream's "unsupported attribute value".
+    pub fn cel(&self, driver: &str) -> Result<&CelDevice, String> {
+        self.cel
+            .get_or_init(|| {
+                let mut attrs = BTreeMap::new();
+                for (name, value) in &self.attributes {
+                    match value {
+                        Some(v) => {
+                            attrs.insert(name.clone(), v.clone());
+                        }
+                        None => return Err(format!("attribute {name}: unsupported attribute value")),
+                    }
+                }
+                Ok(CelDevice::new(driver, &attrs, &self.capacity_values, self.allow_multiple))
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+
+    /// Looks up an attribute by fully qualified name, also accepting the short form when the
+    /// domain is the driver's (upstream `lookupAttribute`). `Err` for an invalid attribute value.
+    pub fn lookup_attribute(&self, driver: &str, name: &str) -> Option<Result<&AttributeValue, ()>> {
+        if let Some(v) = self.attributes.get(name) {
+            return Some(v.as_ref().ok_or(()));
+        }
+        let (domain, id) = name.split_once('/')?;
+        if domain != driver {
+            return None;
+        }
+        self.attributes.get(id).map(|v| v.as_ref().ok_or(()))
+    }
+}
+
+/// One slice of a pool's current generation (device slices and counter slices).
+pub struct SliceEntry {
+    /// Slice name.
+    pub name: String,
+    /// `spec.nodeName`.
+    pub node_name: Option<String>,
+    /// `spec.nodeSelector`.
+    pub node_selector: Option<NodeSelector>,
+    /// `spec.allNodes`.
+    pub all_nodes: bool,
+    /// `spec.perDeviceNodeSelection`.
+    pub per_device: bool,
+    /// Devices, in slice order (global indexes).
+    pub devices: Vec<DevIdx>,
+}
+
+/// A sharing-affinity extractor in effect for a pool.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PoolExtractor {
+    /// Where it comes from, for messages (`ResourceSlice meta-0 spec.sharingAffinity[0]`).
+    pub source: String,
+    /// The extractor.
+    pub spec: SharingAffinityExtractor,
+}
+
+/// A resource pool at its highest generation.
+pub struct Pool {
+    /// Driver.
+    pub driver: String,
+    /// Pool name.
+    pub name: String,
+    /// Generation in use.
+    pub generation: i64,
+    /// All slices of this generation are present.
+    pub complete: bool,
+    /// Why the pool is invalid (duplicate device names, bad counter references...).
+    pub invalid: Option<String>,
+    /// Slices of the generation, sorted by name.
+    pub slices: Vec<SliceEntry>,
+    /// Counter sets by name.
+    pub counter_sets: BTreeMap<String, BTreeMap<String, Quantity>>,
+    /// Some device has binding conditions (such pools are tried last).
+    pub has_binding_conditions: bool,
+    /// Sharing-affinity extractors from the pool's metadata slices (KEP-5981), union.
+    pub slice_extractors: Vec<PoolExtractor>,
+}
+
+impl Pool {
+    /// `driver/pool`.
+    pub fn id(&self) -> String {
+        format!("{}/{}", self.driver, self.name)
+    }
+}
+
+/// The slices of one pool that are relevant for one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodePool {
+    /// Index in [`Index::pools`].
+    pub pool: usize,
+    /// Indexes into the pool's `slices` of device slices targeting the node, sorted by name.
+    pub slices: Vec<usize>,
+}
+
+/// All pools of the cluster, with node-relevance lookups.
+#[derive(Default)]
+pub struct Index {
+    /// Pools sorted by (driver, pool name).
+    pub pools: Vec<Pool>,
+    /// Devices, by dense index.
+    pub devices: Vec<DeviceEntry>,
+    /// Device index by key.
+    pub by_key: HashMap<DeviceKey, DevIdx>,
+}
+
+impl Index {
+    /// Builds the index from all slices. Slices of older generations are ignored.
+    pub fn build<'a>(slices: impl IntoIterator<Item = &'a ResourceSlice>) -> Index {
+        let mut grouped: BTreeMap<(String, String), Vec<&ResourceSlice>> = BTreeMap::new();
+        for s in slices {
+            grouped.entry((s.spec.driver.clone(), s.spec.pool.name.clone())).or_default().push(s);
+        }
+        let mut index = Index::default();
+        for ((driver, pool_name), all) in grouped {
+            let generation = all.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
+            let mut current: Vec<&ResourceSlice> =
+                all.into_iter().filter(|s| s.spec.pool.generation == generation).collect();
+            current.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            let expected = current.iter().map(|s| s.spec.pool.resource_slice_count).max().unwrap_or(0);
+            let pool_idx = index.pools.len();
+            let mut pool = Pool {
+                driver: driver.clone(),
+                name: pool_name.clone(),
+                generation,
+                complete: current.len() as i64 == expected,
+                invalid: None,
+                slices: Vec::with_capacity(current.len()),
+                counter_sets: BTreeMap::new(),
+                has_binding_conditions: false,
+                slice_extractors: Vec::new(),
+            };
+            let mut names = std::collections::HashSet::new();
+            for (slice_idx, s) in current.iter().enumerate() {
+                for (i, cs) in s.spec.shared_counters.iter().enumerate() {
+                    if pool.counter_sets.contains_key(&cs.name) && pool.invalid.is_none() {
+                        pool.invalid = Some(format!("duplicate counter set name {}", cs.name));
+                    }
+                    let _ = i;
+                    pool.counter_sets.insert(
+                        cs.name.clone(),
+                        cs.counters.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect(),
+                    );
+                }
+                for (i, ex) in s.spec.sharing_affinity.iter().enumerate() {
+                    pool.slice_extractors.push(PoolExtractor {
+                        source: format!("ResourceSlice {} spec.sharingAffinity[{i}]", s.metadata.name),
+                        spec: ex.clone(),
+                    });
+                }
+                let mut devs = Vec::with_capacity(s.spec.devices.len());
+                for d in &s.spec.devices {
+                    if !names.insert(d.name.clone()) && pool.invalid.is_none() {
+                        pool.invalid = Some(format!("duplicate device name {}", d.name));
+                    }
+                    if !d.binding_conditions.is_empty() {
+                        pool.has_binding_conditions = true;
+                    }
+                    let key = DeviceKey::new(&driver, &pool_name, &d.name);
+                    let idx = index.devices.len() as DevIdx;
+                    index.by_key.entry(key.clone()).or_insert(idx);
+                    index.devices.push(DeviceEntry {
+                        key,
+                        pool: pool_idx,
+                        slice: slice_idx,
+                        attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
+                        capacity_values: d.capacity.iter().map(|(k, v)| (k.clone(), v.value.clone())).collect(),
+                        allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
+                        device: d.clone(),
+                        cel: OnceLock::new(),
+                    });
+                    devs.push(idx);
+                }
+                pool.slices.push(SliceEntry {
+                    name: s.metadata.name.clone(),
+                    node_name: s.spec.node_name.clone().filter(|n| !n.is_empty()),
+                    node_selector: s.spec.node_selector.clone(),
+                    all_nodes: s.spec.all_nodes.unwrap_or(false),
+                    per_device: s.spec.per_device_node_selection.unwrap_or(false),
+                    devices: devs,
+                });
+            }
+            // Counter references must resolve.
+            if pool.invalid.is_none() {
+                'outer: for slice in &pool.slices {
+                    for &d in &slice.devices {
+                        for c in &index.devices[d as usize].device.consumes_counters {
+                            let Some(set) = pool.counter_sets.get(&c.counter_set) else {
+                                pool.invalid = Some(format!("counter set {} not found", c.counter_set));
+                                break 'outer;
+                            };
+                            for name in c.counters.keys() {
+                                if !set.contains_key(name) {
+                                    pool.invalid =
+                                        Some(format!("counter {name} not found in counter set {}", c.counter_set));
+                                    break 'outer;
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+            index.pools.push(pool);
+        }
+        index
+    }
+
+    /// The device entry for an index.
+    pub fn device(&self, idx: DevIdx) -> &DeviceEntry {
+        &self.devices[idx as usize]
+    }
+
+    /// The pool a device belongs to.
+    pub fn pool_of(&self, idx: DevIdx) -> &Pool {
+        &self.pools[self.devices[idx as usize].pool]
+    }
+
+    /// The pools relevant for `node`, in allocation order: by (driver, pool), pools with binding
+    /// conditions last. Each lists the device slices that target the node (for per-device node
+    /// selection the slice is listed when any device targets the node; devices are checked again
+    /// one by one). An invalid node selector in a slice is an error naming the slice.
+    pub fn pools_for_node(&self, node: &Node) -> Result<Vec<NodePool>, String> {
+        let mut out = Vec::new();
+        let mut late = Vec::new();
+        for (pi, pool) in self.pools.iter().enumerate() {
+            let mut slices = Vec::new();
+            for (si, s) in pool.slices.iter().enumerate() {
+                if s.devices.is_empty() {
+                    continue;
+                }
+                let relevant = if s.node_name.is_some() || s.all_nodes || s.node_selector.is_some() {
+                    node_matches(node, s.node_name.as_deref(), s.all_nodes, s.node_selector.as_ref())
+                        .map_err(|e| format!("ResourceSlice {}: spec.nodeSelector: {e}", s.name))?
+                } else if s.per_device {
+                    let mut any = false;
+                    for &d in &s.devices {
+                        let dev = &self.devices[d as usize].device;
+                        if device_node_matches(node, dev)
+                            .map_err(|e| format!("ResourceSlice {} device {}: {e}", s.name, dev.name))?
+                        {
+                            any = true;
+                            break;
+                        }
+                    }
+                    any
+                } else {
+                    false
+                };
+                if relevant {
+                    slices.push(si);
+                }
+            }
+            if slices.is_empty() {
+                continue;
+            }
+            let np = NodePool { pool: pi, slices };
+            if pool.has_binding_conditions { late.push(np) } else { out.push(np) }
+        }
+        out.extend(late);
+        Ok(out)
+    }
+}
+
+/// Per-device node selection of a device in a `perDeviceNodeSelection` slice.
+pub fn device_node_matches(node: &Node, dev: &model::Device) -> Result<bool, String> {
+    node_matches(node, dev.node_name.as_deref(), dev.all_nodes.unwrap_or(false), dev.node_selector.as_ref())
+}
+
+/// Upstream `NodeMatches`: node name, then all-nodes, then selector; nothing set matches nothing.
+pub fn node_matches(
+    node: &Node,
+    node_name: Option<&str>,
+    all_nodes: bool,
+    selector: Option<&NodeSelector>,
+) -> Result<bool, String> {
+    match (node_name.filter(|n| !n.is_empty()), all_nodes, selector) {
+        (Some(name), _, _) => Ok(node.metadata.name == name),
+        (None, true, _) => Ok(true),
+        (None, false, Some(sel)) => node_selector::matches(sel, node).map_err(|e| e.to_string()),
+        _ => Ok(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::object::{Object, parse_objects};
+
+    fn slices(json: &str) -> Vec<ResourceSlice> {
+        parse_objects(json)
+            .unwrap()
+            .objects
+            .into_iter()
+            .filter_map(|o| match o {
+                Object::ResourceSlice(s) => Some(*s),
+                _ => None,
+            })
+            .collect()
+    }
+
+    fn slice(name: &str, node: &str, pool: &str, generation: i64, count: i64, devices: &[&str]) -> String {
+        let devs: Vec<String> = devices.iter().map(|d| format!(r#"{{"name":"{d}"}}"#)).collect();
+        format!(
+            r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{name}"}},
+            "spec":{{"driver":"d","nodeName":"{node}","pool":{{"name":"{pool}","generation":{generation},"resourceSliceCount":{count}}},
+            "devices":[{}]}}}}"#,
+            devs.join(",")
+        )
+    }
+
+    #[test]
+    fn highest_generation_wins_and_completeness() {
+        let json = [
+            slice("s-old", "n1", "p", 1, 1, &["a"]),
+            slice("s-b", "n1", "p", 2, 2, &["b"]),
+            slice("s-a", "n1", "p", 2, 2, &["c"]),
+            slice("q-0", "n1", "q", 1, 2, &["x"]),
+        ]
+        .join("\n");
+        let idx = Index::build(&slices(&json));
+        assert_eq!(idx.pools.len(), 2);
+        let p = &idx.pools[0];
+        assert_eq!((p.name.as_str(), p.generation, p.complete), ("p", 2, true));
+        let names: Vec<&str> = p.slices.iter().map(|s| s.name.as_str()).collect();
+        assert_eq!(names, ["s-a", "s-b"], "slices sorted by name");
+        assert!(!idx.pools[1].complete, "pool q has 1 of 2 slices");
+    }
+
+    #[test]
+    fn duplicate_device_names_make_pool_invalid() {
+        let json = [slice("s1", "n1", "p", 1, 2, &["a"]), slice("s2", "n1", "p", 1, 2, &["a"])].join("\n");
+        let idx = Index::build(&slices(&json));
+        assert_eq!(idx.pools[0].invalid.as_deref(), Some("duplicate device name a"));
+    }
+
+    #[test]
+    fn node_relevance() {
+        let json = [slice("s1", "n1", "p", 1, 1, &["a"]), slice("s2", "n2", "q", 1, 1, &["b"])].join("\n");
+        let idx = Index::build(&slices(&json));
+        let mut node = Node::default();
+        node.metadata.name = "n2".into();
+        let pools = idx.pools_for_node(&node).unwrap();
+        assert_eq!(pools.len(), 1);
+        assert_eq!(idx.pools[pools[0].pool].name, "q");
+    }
+}

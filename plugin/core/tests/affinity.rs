@@ -1,0 +1,518 @@
+//! KEP-5981 sharing affinity through the cycle API: one test per rule, the KEP stories as
+//! multi-pod sequences, packing, and the affinity analogues of upstream cases 18, 23 and 25.
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use sharing_affinity_core::Code;
+use sharing_affinity_core::affinity::LockState;
+use sharing_affinity_core::index::DeviceKey;
+use sharing_affinity_core::plugin::{EventKind, Plugin};
+
+const SUBNET: &str = "object.kind == \"NICConfig\" ? object.subnet : \"\"";
+const PKEY: &str = "object.kind == \"NICConfig\" ? object.pkey : \"\"";
+
+/// A metadata slice of pool-1 carrying extractors (pool count includes it).
+fn meta(extractors: Value) -> Value {
+    json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"pool-1-meta"},
+           "spec":{"driver":DRIVER,"nodeName":NODE,"pool":{"name":"pool-1","generation":1,"resourceSliceCount":2},
+                   "sharingAffinity": extractors}})
+}
+
+fn subnet_extractor() -> Value {
+    meta(json!([{"cel": {"subnet": SUBNET}}]))
+}
+
+/// A NIC with `slots` consumable slots (default 1 per claim).
+fn nic(name: &str, slots: &str) -> Dev {
+    device(name).ama().cap_policy("slots", slots, json!({"default": "1", "validRange": {"min": "1"}}))
+}
+
+fn devices_slice(devs: &[Dev]) -> Value {
+    slice("pool-1-devices", "pool-1", 1, 2, devs)
+}
+
+fn nic_config(subnet: &str) -> Value {
+    json!({"apiVersion": "net.example.com/v1", "kind": "NICConfig", "subnet": subnet})
+}
+
+fn nic_claim(name: &str, subnet: &str) -> Claim {
+    claim(name, &[req("nic", "class-a")]).config(&[], nic_config(subnet))
+}
+
+/// Base cluster: node, class A, extractor metadata slice, devices.
+fn cluster(extractors: Value, devs: &[Dev]) -> Vec<Value> {
+    vec![node(NODE), class_a(), extractors, devices_slice(devs)]
+}
+
+fn add(p: &mut Plugin, objects: &[Value]) {
+    for o in objects {
+        p.apply(EventKind::Add, &o.to_string()).unwrap_or_else(|e| panic!("{o}: {e}"));
+    }
+}
+
+/// Adds a claim and a pod using it.
+fn add_pod(p: &mut Plugin, pod_name: &str, c: Claim) {
+    let claim_name = c.0["metadata"]["name"].as_str().unwrap().to_string();
+    add(p, &[c.json(), pod(pod_name, &[&claim_name], "2026-01-01T00:00:00Z")]);
+}
+
+fn device_of(got: &[Vec<Got>]) -> &str {
+    &got[0][0].1
+}
+
+fn lock(p: &mut Plugin, dev: &str) -> LockState {
+    p.lock_state(&DeviceKey::new(DRIVER, "pool-1", dev))
+}
+
+fn locked(pairs: &[(&str, &str)]) -> LockState {
+    LockState::Locked(pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect())
+}
+
+// ------------------------------------------------------------------ rules
+
+#[test]
+fn first_claim_locks_clean_device_and_equal_values_share_it() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]));
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean);
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    add_pod(&mut p, "b", nic_claim("cb", "x"));
+    assert_eq!(device_of(&schedule(&mut p, "b")), "eth1", "equal values share the device");
+}
+
+#[test]
+fn different_values_cannot_share_and_reason_names_device_and_key() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "subnet-A"));
+    schedule(&mut p, "a");
+    add_pod(&mut p, "b", nic_claim("cb", "subnet-B"));
+    assert_status(
+        run(&mut p, "b"),
+        Code::Unschedulable,
+        "eth1: locked to subnet=subnet-A, claim wants subnet=subnet-B",
+        "lock conflict",
+    );
+}
+
+#[test]
+fn missing_key_makes_device_not_viable_but_other_pools_remain() {
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"plain"},
+        "spec":{"driver":DRIVER,"nodeName":NODE,"pool":{"name":"pool-2","generation":1,"resourceSliceCount":1},
+                "devices":[nic("plain-0", "4").0]}}));
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
+    let got = schedule(&mut p, "a");
+    assert_eq!(device_of(&got), "plain-0", "strict gating skips eth1; a pool without extractors still works");
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "never an empty lock");
+}
+
+#[test]
+fn empty_string_means_not_handled() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    let c = nic_claim("ca", "x").config(&[], json!({"kind": "SomethingElse"}));
+    add_pod(&mut p, "a", c);
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1", "the other object yields \"\" and is ignored");
+}
+
+#[test]
+fn cel_error_or_non_string_makes_device_not_viable() {
+    for (expr, what) in [("object.subnetMissing", "CEL error"), ("object.kind == \"NICConfig\" ? 42 : \"\"", "non-string")] {
+        let mut p = plugin("", &cluster(meta(json!([{"cel": {"subnet": expr}}])), &[nic("eth1", "4")]));
+        add_pod(&mut p, "a", nic_claim("ca", "x"));
+        assert_status(run(&mut p, "a"), Code::Unschedulable, "eth1: affinity extraction failed", what);
+    }
+}
+
+#[test]
+fn two_objects_with_different_values_are_unresolvable() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x").config(&["nic"], nic_config("y")));
+    assert_status(run(&mut p, "a"), Code::UnschedulableAndUnresolvable, "two values", "self-inconsistent claim");
+}
+
+#[test]
+fn config_scope_is_per_request_and_covers_subrequests() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]));
+    let c = claim("ca", &[
+        req("a", "class-a"),
+        req_first("b", &[sub("only", "class-a", json!({}))]),
+    ])
+    .config(&["a"], nic_config("x"))
+    .config(&["b"], nic_config("y"));
+    add_pod(&mut p, "p", c);
+    let got = schedule(&mut p, "p");
+    assert_eq!(got[0][0], g("a", "eth1", true, Some(&[("slots", "1")])));
+    assert_eq!(got[0][1], g("b/only", "eth2", true, Some(&[("slots", "1")])), "no cross-talk: b locks another device");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    assert_eq!(lock(&mut p, "eth2"), locked(&[("subnet", "y")]));
+}
+
+#[test]
+fn class_config_is_not_a_source() {
+    let class = json!({"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"class-a"},
+        "spec":{"selectors":[{"cel":{"expression":"device.driver == \"driver-a\""}}],
+                "config":[{"opaque":{"driver":DRIVER,"parameters":nic_config("x")}}]}});
+    let mut p = plugin("", &[node(NODE), class, subnet_extractor(), devices_slice(&[nic("eth1", "4")])]);
+    add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
+    assert_status(run(&mut p, "a"), Code::Unschedulable, "no value for affinity key subnet", "class config ignored");
+}
+
+#[test]
+fn selector_scopes_extractors_and_collisions_are_errors() {
+    let ex = meta(json!([
+        {"selector": {"cel": {"expression": "device.attributes[\"driver-a\"].kind == \"nic\""}}, "cel": {"subnet": SUBNET}},
+        {"selector": {"cel": {"expression": "device.attributes[\"driver-a\"].kind == \"vf\""}}, "cel": {"pkey": PKEY}},
+    ]));
+    let devs = [
+        nic("nic-0", "4").attr("kind", "string", json!("nic")),
+        nic("vf-0", "4").attr("kind", "string", json!("vf")),
+    ];
+    let mut p = plugin("", &cluster(ex, &devs));
+    // Only a subnet: the NIC extractor applies to nic-0, the VF extractor (pkey) gates vf-0.
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "nic-0");
+    assert_eq!(lock(&mut p, "nic-0"), locked(&[("subnet", "x")]));
+
+    // Two extractors declaring one key for the same device: a slice error for that device.
+    let ex = meta(json!([{"cel": {"subnet": SUBNET}}, {"cel": {"subnet": SUBNET, "pkey": PKEY}}]));
+    let mut p = plugin("", &cluster(ex, &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_status(run(&mut p, "a"), Code::Unschedulable, "key subnet declared by both", "collision");
+}
+
+#[test]
+fn extractors_come_from_metadata_slices_of_the_same_pool_generation() {
+    // Extractors on generation 1, devices on generation 2: the metadata slice is stale.
+    let stale = meta(json!([{"cel": {"subnet": SUBNET}}]));
+    let devs = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"pool-1-devices"},
+        "spec":{"driver":DRIVER,"nodeName":NODE,"pool":{"name":"pool-1","generation":2,"resourceSliceCount":1},
+                "devices":[nic("eth1", "4").0]}});
+    let mut p = plugin("", &[node(NODE), class_a(), stale, devs]);
+    add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1", "no extractors in effect: plain sharing");
+}
+
+#[test]
+fn config_supplied_extractors_apply_by_driver_and_pool() {
+    let config = json!({"sharingAffinity": [{"driver": DRIVER, "pool": "pool-1", "cel": {"subnet": SUBNET}}]}).to_string();
+    let devs = slice("s", "pool-1", 1, 1, &[nic("eth1", "4")]);
+    let other = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"t"},
+        "spec":{"driver":DRIVER,"nodeName":NODE,"pool":{"name":"pool-2","generation":1,"resourceSliceCount":1},
+                "devices":[nic("free-0", "4").0]}});
+    let mut p = plugin(&config, &[node(NODE), class_a(), devs, other]);
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    schedule(&mut p, "a");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    add_pod(&mut p, "b", nic_claim("cb", "y"));
+    let got = schedule(&mut p, "b");
+    assert_eq!(got[0][0].1, "free-0", "pool-2 has no extractor: unrestricted");
+}
+
+#[test]
+fn lock_clears_when_last_claim_is_deleted() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    schedule(&mut p, "a");
+    add_pod(&mut p, "b", nic_claim("cb", "x"));
+    schedule(&mut p, "b");
+    let bound_a = p.claim("default/ca").unwrap().clone();
+    let bound_b = p.claim("default/cb").unwrap().clone();
+    p.apply(EventKind::Delete, &serde_json::to_string(&json!({"kind":"ResourceClaim","metadata":bound_a.metadata})).unwrap())
+        .unwrap();
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]), "cb still holds eth1");
+    p.apply(EventKind::Delete, &json!({"kind":"ResourceClaim","metadata":bound_b.metadata}).to_string()).unwrap();
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "released by the last claim");
+    add_pod(&mut p, "c", nic_claim("cc", "y"));
+    assert_eq!(device_of(&schedule(&mut p, "c")), "eth1");
+}
+
+fn existing(name: &str, dev: &str, share: &str, config: Option<Value>) -> Value {
+    let mut c = claim(name, &[req("nic", "class-a")]);
+    if let Some(cfg) = config {
+        c = c.config(&[], cfg);
+    }
+    c.allocated(json!([{"request":"nic","driver":DRIVER,"pool":"pool-1","device":dev,"shareID":share,
+                        "consumedCapacity":{"slots":"1"}}]))
+        .json()
+}
+
+#[test]
+fn locks_are_rebuilt_from_allocated_claims() {
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);
+    objects.push(existing("old-1", "eth1", "11111111-0000-0000-0000-000000000001", Some(nic_config("x"))));
+    objects.push(existing("old-2", "eth1", "11111111-0000-0000-0000-000000000002", Some(nic_config("x"))));
+    let mut p = plugin("", &objects);
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    add_pod(&mut p, "a", nic_claim("ca", "y"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth2");
+}
+
+#[test]
+fn unreconstructable_causes_block_until_clean() {
+    let cases: [(&str, Vec<Value>, &str); 4] = [
+        ("legacy claim without config", vec![existing("old", "eth1", "s-1", None)], ""),
+        (
+            "claims that disagree",
+            vec![
+                existing("old-1", "eth1", "s-1", Some(nic_config("x"))),
+                existing("old-2", "eth1", "s-2", Some(nic_config("y"))),
+            ],
+            "",
+        ),
+        ("CEL error on the holder", vec![existing("old", "eth1", "s-1", Some(json!({"kind": "NICConfig"})))], ""),
+        ("changed extractors", vec![existing("old", "eth1", "s-1", Some(nic_config("x")))], "pkey"),
+    ];
+    for (what, holders, extra_key) in cases {
+        let ex = if extra_key.is_empty() {
+            subnet_extractor()
+        } else {
+            meta(json!([{"cel": {"subnet": SUBNET, "pkey": PKEY}}]))
+        };
+        let mut objects = cluster(ex, &[nic("eth1", "4")]);
+        objects.extend(holders);
+        let mut p = plugin("", &objects);
+        assert_eq!(lock(&mut p, "eth1"), LockState::Unreconstructable, "{what}");
+        let c = claim("ca", &[req("nic", "class-a")])
+            .config(&[], json!({"kind": "NICConfig", "subnet": "x", "pkey": "1"}));
+        add_pod(&mut p, "a", c);
+        assert_status(run(&mut p, "a"), Code::Unschedulable, "cannot be reconstructed", what);
+    }
+}
+
+#[test]
+fn reserve_sets_tentative_lock_and_unreserve_removes_it() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    p.reserve(NODE).unwrap();
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]), "in-flight claim locks");
+    p.unreserve(NODE);
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "unreserve releases");
+}
+
+#[test]
+fn reserve_fails_when_device_was_locked_meanwhile() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    // Another scheduler instance allocates eth1 to subnet y between Filter and Reserve.
+    add(&mut p, &[existing("other", "eth1", "s-9", Some(nic_config("y")))]);
+    let err = p.reserve(NODE).unwrap_err();
+    assert_eq!(err.code, Code::Unschedulable);
+    assert!(err.reason.contains("eth1: locked to subnet=y, claim wants subnet=x"), "{}", err.reason);
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "y")]), "no state was changed by the failed reserve");
+}
+
+#[test]
+fn unreserve_keeps_lock_held_by_another_claim() {
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(existing("old", "eth1", "s-1", Some(nic_config("x"))));
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    p.reserve(NODE).unwrap();
+    p.unreserve(NODE);
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+}
+
+#[test]
+fn score_prefers_locked_compatible_over_clean() {
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);
+    objects.push(existing("old", "eth2", "s-1", Some(nic_config("x"))));
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    assert_eq!(p.score(NODE).unwrap(), 100, "joins the locked eth2");
+    let got = p.reserve(NODE).unwrap();
+    assert_eq!(got[0].allocation.devices.results[0].device, "eth2", "consolidation beats first-fit eth1");
+
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    assert_eq!(p.score(NODE).unwrap(), 50, "a clean device");
+
+    let mut p = plugin("", &[node(NODE), class_a(), slice1(&[nic("eth1", "4")])]);
+    add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    assert_eq!(p.score(NODE).unwrap(), 0, "no affinity: neutral score");
+}
+
+// ------------------------------------------------------------------ KEP stories
+
+#[test]
+fn story_rdma_pkey() {
+    let ex = meta(json!([{"cel": {"pkey": PKEY}}]));
+    let mut p = plugin("", &cluster(ex, &[nic("mlx5-0", "8"), nic("mlx5-1", "8")]));
+    let pk = |name: &str, key: &str| {
+        claim(name, &[req("rdma", "class-a")]).config(&[], json!({"kind": "NICConfig", "pkey": key}))
+    };
+    add_pod(&mut p, "a", pk("ca", "0x8001"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "mlx5-0");
+    add_pod(&mut p, "b", pk("cb", "0x8001"));
+    assert_eq!(device_of(&schedule(&mut p, "b")), "mlx5-0");
+    add_pod(&mut p, "c", pk("cc", "0x8002"));
+    assert_eq!(device_of(&schedule(&mut p, "c")), "mlx5-1", "0x8002 goes to mlx5_1");
+    add_pod(&mut p, "d", pk("cd", "0x8003"));
+    assert_status(run(&mut p, "d"), Code::Unschedulable, "locked to pkey=0x8001", "third pkey");
+}
+
+#[test]
+fn story_fpga_bitstreams() {
+    let ex = meta(json!([{"cel": {"bitstream": "object.kind == \"FPGAConfig\" ? object.bitstream : \"\""}}]));
+    let mut p = plugin("", &cluster(ex, &[nic("fpga-0", "4"), nic("fpga-1", "4")]));
+    let fp = |name: &str, b: &str| {
+        claim(name, &[req("fpga", "class-a")]).config(&[], json!({"kind": "FPGAConfig", "bitstream": b}))
+    };
+    for (i, b, want) in [
+        (0, "bitstream-ml-v2", "fpga-0"),
+        (1, "bitstream-crypto-v1", "fpga-1"),
+        (2, "bitstream-ml-v2", "fpga-0"),
+        (3, "bitstream-crypto-v1", "fpga-1"),
+    ] {
+        add_pod(&mut p, &format!("p{i}"), fp(&format!("c{i}"), b));
+        assert_eq!(device_of(&schedule(&mut p, &format!("p{i}"))), want, "pod {i} with {b}");
+    }
+}
+
+#[test]
+fn story_single_subnet_nic_16_slots() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "16"), nic("eth2", "16")]));
+    for i in 0..17 {
+        add_pod(&mut p, &format!("p{i}"), nic_claim(&format!("c{i}"), "subnet-X"));
+        let got = schedule(&mut p, &format!("p{i}"));
+        let want = if i < 16 { "eth1" } else { "eth2" };
+        assert_eq!(device_of(&got), want, "pod {i}");
+    }
+    assert_eq!(lock(&mut p, "eth2"), locked(&[("subnet", "subnet-X")]));
+}
+
+#[test]
+fn story_multi_key_subnet_and_pkey() {
+    let ex = meta(json!([{"cel": {"subnet": SUBNET, "pkey": "object.kind == \"NICConfig\" ? object.ibPKey : \"\""}}]));
+    let mut p = plugin("", &cluster(ex, &[nic("ib0", "8"), nic("ib1", "8")]));
+    let cfg = |name: &str, pkey: Option<&str>| {
+        let mut o = json!({"kind": "NICConfig", "subnet": "subnet-a"});
+        if let Some(k) = pkey {
+            o["ibPKey"] = json!(k);
+        }
+        claim(name, &[req("nic", "class-a")]).config(&[], o)
+    };
+    add_pod(&mut p, "a", cfg("ca", Some("0x8001")));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "ib0");
+    add_pod(&mut p, "b", cfg("cb", Some("0x8002")));
+    assert_eq!(device_of(&schedule(&mut p, "b")), "ib1", "pkey 0x8002 cannot join subnet-a/0x8001");
+    add_pod(&mut p, "c", cfg("cc", None));
+    assert_status(run(&mut p, "c"), Code::Unschedulable, "affinity extraction failed", "missing ibPKey is a CEL error");
+}
+
+#[test]
+fn story_heterogeneous_pool_with_common_vendor_key() {
+    let vendor = "object.kind == \"NICConfig\" || object.kind == \"VFConfig\" ? object.vendor : \"\"";
+    let ex = meta(json!([
+        {"selector": {"cel": {"expression": "device.attributes[\"driver-a\"].type == \"nic\""}},
+         "cel": {"subnet": SUBNET, "vendor": vendor}},
+        {"selector": {"cel": {"expression": "device.attributes[\"driver-a\"].type == \"vf\""}},
+         "cel": {"vlan": "object.kind == \"VFConfig\" ? object.vlan : \"\"", "vendor": vendor}},
+    ]));
+    let devs = [
+        nic("nic-0", "4").attr("type", "string", json!("nic")),
+        nic("vf-0", "4").attr("type", "string", json!("vf")),
+    ];
+    let mut p = plugin("", &cluster(ex, &devs));
+    let c = claim("ca", &[req("nic", "class-a").selector("device.attributes[\"driver-a\"].type == \"nic\""),
+                          req("vf", "class-a").selector("device.attributes[\"driver-a\"].type == \"vf\"")])
+        .config(&["nic"], json!({"kind": "NICConfig", "subnet": "s1", "vendor": "acme"}))
+        .config(&["vf"], json!({"kind": "VFConfig", "vlan": "100", "vendor": "acme"}));
+    add_pod(&mut p, "a", c);
+    let got = schedule(&mut p, "a");
+    assert_eq!((got[0][0].1.as_str(), got[0][1].1.as_str()), ("nic-0", "vf-0"));
+    assert_eq!(lock(&mut p, "nic-0"), locked(&[("subnet", "s1"), ("vendor", "acme")]));
+    assert_eq!(lock(&mut p, "vf-0"), locked(&[("vendor", "acme"), ("vlan", "100")]));
+}
+
+// ------------------------------------------------------------------ packing
+
+/// Schedules pods with the given subnets in order; returns how many devices end up locked to
+/// subnet y (one already is) and how many pods did not fit.
+fn packing_run(config: &str, subnets: &[&str]) -> (usize, usize) {
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4"), nic("eth3", "4")]);
+    // A pod of subnet y already sits on eth2.
+    objects.push(existing("old", "eth2", "s-1", Some(nic_config("y"))));
+    let mut p = plugin(config, &objects);
+    let mut failed = 0;
+    for (i, s) in subnets.iter().enumerate() {
+        add_pod(&mut p, &format!("p{i}"), nic_claim(&format!("c{i}"), s));
+        match run(&mut p, &format!("p{i}")) {
+            Ok(_) => {
+                p.bind(NODE).unwrap();
+            }
+            Err(_) => failed += 1,
+        }
+    }
+    let y = ["eth1", "eth2", "eth3"].iter().filter(|d| lock(&mut p, d) == locked(&[("subnet", "y")])).count();
+    (y, failed)
+}
+
+#[test]
+fn packing_opens_fewer_devices_than_first_fit() {
+    let subnets = ["y", "x", "z", "y"];
+    assert_eq!(packing_run("", &subnets), (1, 0), "y joins eth2; x and z get eth1 and eth3");
+    assert_eq!(
+        packing_run(r#"{"consolidate": false}"#, &subnets),
+        (2, 1),
+        "first-fit: y opens eth1, x takes eth3, z finds no clean device"
+    );
+}
+
+// ------------------------------------------------------------------ tentative state (upstream 18, 23, 25)
+
+#[test]
+fn affinity_analogue_of_18_rollback_releases_tentative_lock() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[
+        nic("d1", "1").attr("rack", "string", json!("r1")),
+        nic("d2", "2").attr("rack", "string", json!("r2")),
+    ]));
+    let c0 = claim("c0", &[req("req-0", "class-a"), req("req-1", "class-a")])
+        .constraint(json!({"matchAttribute": "driver-a/rack"}))
+        .config(&[], nic_config("A"));
+    let c1 = nic_claim("c1", "B");
+    add(&mut p, &[c0.json(), c1.json(), pod("p", &["c0", "c1"], "2026-01-01T00:00:00Z")]);
+    let got = run(&mut p, "p").unwrap();
+    assert_eq!(got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["d2", "d2"]);
+    assert_eq!(got[1][0].1, "d1", "d1's tentative lock to A was undone when req-0 moved to d2");
+}
+
+#[test]
+fn affinity_analogue_of_23_all_mode_sees_tentative_lock() {
+    let devs = [nic("d1", "2"), nic("d2", "1")];
+    let mut p = plugin("", &cluster(subnet_extractor(), &devs));
+    add_pod(&mut p, "same", claim("c0", &[req("req-0", "class-a"), req("req-1", "class-a").all()]).config(&[], nic_config("A")));
+    let got = run(&mut p, "same").unwrap();
+    assert_eq!(got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(), ["d1", "d1", "d2"]);
+
+    let mut p = plugin("", &cluster(subnet_extractor(), &devs));
+    let c = claim("c0", &[req("req-0", "class-a"), req("req-1", "class-a").all()])
+        .config(&["req-0"], nic_config("A"))
+        .config(&["req-1"], nic_config("B"));
+    add_pod(&mut p, "diff", c);
+    assert_status(run(&mut p, "diff"), Code::Unschedulable, "locked to subnet=A, claim wants subnet=B", "in-call lock");
+}
+
+#[test]
+fn affinity_analogue_of_25_all_mode_blocked_by_lock() {
+    let mut objects = cluster(subnet_extractor(), &[nic("d1", "2"), nic("d2", "2")]);
+    objects.push(existing("old", "d2", "s-1", Some(nic_config("B"))));
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "p", claim("c0", &[req("req-1", "class-a").all()]).config(&[], nic_config("A")));
+    assert_status(run(&mut p, "p"), Code::Unschedulable, "d2: locked to subnet=B", "All set includes a locked device");
+}

@@ -1,0 +1,758 @@
+//! The upstream allocator cases of `dra-semantics.md` §5, re-expressed as data and run through the
+//! cycle API (PreFilter → Filter on node-1 → Reserve). Each test is named after the upstream case.
+//! Share IDs are only checked for presence (upstream replaces them with a fixed UUID).
+
+mod common;
+
+use common::*;
+use serde_json::{Value, json};
+use sharing_affinity_core::Code;
+
+/// Loads the objects plus a pod `pod-0` using the claims in order, and runs one cycle.
+fn run_case(objects: Vec<Value>, claims: &[Claim]) -> Result<Vec<Vec<Got>>, sharing_affinity_core::Status> {
+    let mut all = vec![node(NODE)];
+    all.extend(objects);
+    let names: Vec<String> = claims.iter().map(|c| c.0["metadata"]["name"].as_str().unwrap().to_string()).collect();
+    for c in claims {
+        all.push(c.json());
+    }
+    let refs: Vec<&str> = names.iter().map(String::as_str).collect();
+    all.push(pod("pod-0", &refs, "2026-01-01T00:00:00Z"));
+    let mut p = plugin("", &all);
+    run(&mut p, "pod-0")
+}
+
+fn unfit(got: Result<Vec<Vec<Got>>, sharing_affinity_core::Status>, msg: &str) {
+    assert_status(got, Code::Unschedulable, "cannot allocate all claims", msg);
+}
+
+fn error(got: Result<Vec<Vec<Got>>, sharing_affinity_core::Status>, needle: &str, msg: &str) {
+    assert_status(got, Code::Error, needle, msg);
+}
+
+const C0: &str = "capacity-0";
+
+fn c0(v: &str) -> Option<&'static [(&'static str, &'static str)]> {
+    // Leak-free static table for the common single-capacity results.
+    match v {
+        "0" => Some(&[(C0, "0")]),
+        "1" => Some(&[(C0, "1")]),
+        "2" => Some(&[(C0, "2")]),
+        "3" => Some(&[(C0, "3")]),
+        "4" => Some(&[(C0, "4")]),
+        _ => panic!("no table entry for {v}"),
+    }
+}
+
+/// An allocated claim holding a share of device-1 with consumed capacity (upstream's
+/// `allocatedSharedDeviceIDs` + `allocatedCapacityDevices`).
+fn consumed(device: &str, v: &str) -> Value {
+    claim("existing", &[req("req-0", "class-a")])
+        .allocated(json!([shared("req-0", device, "11111111-1111-1111-1111-111111111111", json!({C0: v}))]))
+        .json()
+}
+
+// Row 1: upstream checks that capacity requests fail when DRAConsumableCapacity is disabled. This
+// plugin always runs with the gate on (beta, on by default since 1.36), so the same input allocates.
+#[test]
+fn consumable_capacity_disabled_feature_is_always_enabled_here() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1").ama().cap(C0, "1")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-a").rq("1")],
+    )]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("1"))]]);
+}
+
+#[test]
+fn consumable_capacity_multi_allocatable_device_with_missing_capacity_request() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1").ama().cap("capacity-1", "1")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-a").rq("1")],
+    )]);
+    unfit(got, "request names a capacity the device lacks: device skipped");
+}
+
+#[test]
+fn consumable_capacity_without_capacity_without_capacity_request() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama()])], &[
+        claim("claim-0", &[req("req-0", "class-ma-true")]),
+        claim("claim-1", &[req("req-0", "class-ma-true")]),
+    ]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, None)], vec![g("req-0", "device-1", true, None)]]);
+}
+
+#[test]
+fn consumable_capacity_without_policy_without_capacity_request() {
+    let got = run_case(
+        vec![class_ma(true), slice1(&[device("device-1").ama().cap(C0, "1"), device("device-2").ama().cap(C0, "1")])],
+        &[claim("claim-0", &[req("req-0", "class-ma-true")]), claim("claim-1", &[req("req-0", "class-ma-true")])],
+    );
+    assert_eq!(got.unwrap(), vec![
+        vec![g("req-0", "device-1", true, c0("1"))],
+        vec![g("req-0", "device-2", true, c0("1"))]
+    ]);
+}
+
+#[test]
+fn consumable_capacity_without_policy_without_capacity_request_block() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().cap(C0, "2")])], &[
+        claim("claim-0", &[req("req-0", "class-ma-true")]),
+        claim("claim-1", &[req("req-0", "class-ma-true")]),
+    ]);
+    unfit(got, "no request consumes the whole device");
+}
+
+#[test]
+fn consumable_capacity_without_policy_with_capacity_request() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().cap(C0, "2")])], &[
+        claim("claim-0", &[req("req-0", "class-ma-true").rq("1")]),
+        claim("claim-1", &[req("req-0", "class-ma-true").rq("1")]),
+    ]);
+    assert_eq!(got.unwrap(), vec![
+        vec![g("req-0", "device-1", true, c0("1"))],
+        vec![g("req-0", "device-1", true, c0("1"))]
+    ]);
+}
+
+#[test]
+fn consumable_capacity_with_policy_without_capacity_request() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().r("4")])], &[
+        claim("claim-0", &[req("req-0", "class-ma-true")]),
+        claim("claim-1", &[req("req-0", "class-ma-true")]),
+    ]);
+    assert_eq!(got.unwrap(), vec![
+        vec![g("req-0", "device-1", true, c0("2"))],
+        vec![g("req-0", "device-1", true, c0("2"))]
+    ]);
+}
+
+#[test]
+fn consumable_capacity_with_zero_request_policy() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().vv("0", "1", &[])])], &[
+        claim("claim-0", &[req("req-0", "class-ma-true")]),
+        claim("claim-1", &[req("req-0", "class-ma-true")]),
+    ]);
+    assert_eq!(got.unwrap(), vec![
+        vec![g("req-0", "device-1", true, c0("0"))],
+        vec![g("req-0", "device-1", true, c0("0"))]
+    ]);
+}
+
+#[test]
+fn consumable_capacity_violates_zero_request_policy() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().vv("0", "1", &[])])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-ma-true").rq("1")],
+    )]);
+    unfit(got, "1 is not in validValues [0]");
+}
+
+#[test]
+fn consumable_capacity_with_range_policy_with_capacity_request() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().r("4")])], &[
+        claim("claim-0", &[req("req-0", "class-ma-true").rq("1")]),
+        claim("claim-1", &[req("req-0", "class-ma-true").rq("1")]),
+    ]);
+    assert_eq!(got.unwrap(), vec![
+        vec![g("req-0", "device-1", true, c0("2"))],
+        vec![g("req-0", "device-1", true, c0("2"))]
+    ]);
+}
+
+#[test]
+fn consumable_capacity_with_range_policy_step() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().r("4")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-ma-true").rq("3")],
+    )]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("4"))]]);
+}
+
+#[test]
+fn consumable_capacity_with_valid_values_policy() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().vv("1", "4", &["2"])])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-ma-true").rq("2")],
+    )]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("2"))]]);
+}
+
+#[test]
+fn consumable_capacity_with_valid_values_policy_round_up() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().vv("1", "3", &["3"])])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-ma-true").rq("2")],
+    )]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("3"))]]);
+}
+
+#[test]
+fn consumable_capacity_with_exceeded_consumable_capacity_request() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().r("2")])], &[
+        claim("claim-0", &[req("req-0", "class-ma-true").rq("1")]),
+        claim("claim-1", &[req("req-0", "class-ma-true").rq("2")]),
+    ]);
+    unfit(got, "2 (rounded up) + 2 > 2");
+}
+
+#[test]
+fn consumable_capacity_with_request_over_max_sharing_policy() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().r("10")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-ma-true").rq("6")],
+    )]);
+    unfit(got, "6 > max 4 although 6 < 10");
+}
+
+#[test]
+fn consumable_capacity_with_allocated_capacity_use_remaining() {
+    let got = run_case(vec![class_ma(true), slice1(&[device("device-1").ama().r("4")]), consumed("device-1", "2")], &[
+        claim("claim-0", &[req("req-0", "class-ma-true").rq("2")]),
+    ]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("2"))]]);
+}
+
+#[test]
+fn consumable_capacity_with_allocated_capacity_next_device() {
+    let got = run_case(
+        vec![
+            class_ma(true),
+            slice1(&[device("device-1").ama().r("2"), device("device-2").ama().r("2")]),
+            consumed("device-1", "2"),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-ma-true").rq("2")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-2", true, c0("2"))]]);
+}
+
+#[test]
+fn consumable_capacity_with_multi_allocatable_device_backtrack() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[
+                device("device-2").ama().r("2").attr("stringAttribute", "string", json!("stringAttributeValue1")),
+                device("device-1").ama().r("4").attr("stringAttribute", "string", json!("stringAttributeValue2")),
+            ]),
+        ],
+        &[
+            claim("claim-0", &[req("req-0", "class-a").rq("2"), req("req-1", "class-a").rq("2")])
+                .constraint(json!({"matchAttribute": "driver-a/stringAttribute"})),
+            claim("claim-1", &[req("req-0", "class-a").rq("2")]),
+        ],
+    );
+    assert_eq!(got.unwrap(), vec![
+        vec![g("req-0", "device-1", true, c0("2")), g("req-1", "device-1", true, c0("2"))],
+        vec![g("req-0", "device-2", true, c0("2"))]
+    ]);
+}
+
+#[test]
+fn consumable_capacity_with_subrequest() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1").ama().r("2")])], &[claim("claim-0", &[req_first(
+        "req-0",
+        &[
+            sub("subReq-0", "class-a", json!({"capacity": {"requests": {C0: "4"}}})),
+            sub("subReq-1", "class-a", json!({"capacity": {"requests": {C0: "2"}}})),
+            sub("subReq-2", "class-a", json!({})),
+        ],
+    )])]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0/subReq-1", "device-1", true, c0("2"))]]);
+}
+
+#[test]
+fn consumable_capacity_with_no_available_consumable_capacity() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1").ama().r("2")]), consumed("device-1", "2")], &[
+        claim("claim-0", &[req("req-0", "class-a").rq("2")]),
+    ]);
+    unfit(got, "capacity used up by an allocated claim");
+}
+
+#[test]
+fn consumable_capacity_allocation_mode_all_filter_out_no_capacity() {
+    let got = run_case(
+        vec![class_ma(true), slice1(&[device("device-1").ama().cap(C0, "2"), device("device-2").ama()])],
+        &[claim("claim-0", &[req("req-0", "class-ma-true").all().rq("2")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("2"))]]);
+}
+
+#[test]
+fn consumable_capacity_allocation_mode_all_filter_out_insufficient_capacity() {
+    let got = run_case(
+        vec![class_a(), slice1(&[device("device-1").ama().cap(C0, "2"), device("device-2").ama().cap(C0, "1")])],
+        &[claim("claim-0", &[req("req-0", "class-a").all().rq("2")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("2"))]]);
+}
+
+#[test]
+fn consumable_capacity_allocation_mode_all_allocating_sufficient() {
+    let got = run_case(
+        vec![class_a(), slice1(&[device("device-1").ama().cap(C0, "2"), device("device-2").ama().cap(C0, "1")])],
+        &[claim("claim-0", &[req("req-0", "class-a").rq("1"), req("req-1", "class-a").all().rq("1")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![
+        g("req-0", "device-1", true, c0("1")),
+        g("req-1", "device-1", true, c0("1")),
+        g("req-1", "device-2", true, c0("1")),
+    ]]);
+}
+
+#[test]
+fn consumable_capacity_allocation_mode_all_in_use_sufficient() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1").ama().cap(C0, "2"), device("device-2").ama().cap(C0, "1")]),
+            consumed("device-1", "1"),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").all().rq("1")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("1")), g("req-0", "device-2", true, c0("1"))]]);
+}
+
+#[test]
+fn consumable_capacity_allocation_mode_all_allocating_insufficient() {
+    let got = run_case(
+        vec![class_a(), slice1(&[device("device-1").ama().cap(C0, "1"), device("device-2").ama().cap(C0, "1")])],
+        &[claim("claim-0", &[req("req-0", "class-a").rq("1"), req("req-1", "class-a").all().rq("1")])],
+    );
+    unfit(got, "the All set is fixed before allocation; req-0 exhausts one of them");
+}
+
+#[test]
+fn consumable_capacity_allocation_mode_all_in_use_insufficient() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1").ama().cap(C0, "1"), device("device-2").ama().cap(C0, "1")]),
+            consumed("device-1", "1"),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").all().rq("1")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-2", true, c0("1"))]]);
+}
+
+#[test]
+fn consumable_capacity_dedicated_device_with_consumable_capacity_request() {
+    let got = run_case(vec![class_ma(false), slice1(&[device("device-1").not_ama().cap(C0, "1")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-ma-false").rq("1")],
+    )]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", false, None)]], "no shareID, no consumedCapacity");
+}
+
+#[test]
+fn consumable_capacity_dedicated_device_with_multiple_consumable_capacity_request() {
+    let got = run_case(vec![class_ma(false), slice1(&[device("device-1").not_ama().r("2")])], &[
+        claim("claim-0", &[req("req-0", "class-ma-false").rq("1")]),
+        claim("claim-1", &[req("req-0", "class-ma-false").rq("1")]),
+    ]);
+    unfit(got, "a dedicated device takes one claim");
+}
+
+#[test]
+fn allow_multiple_allocations_exclude_multi_allocatable_device_by_class_selector() {
+    let got = run_case(vec![class_ma(false), slice1(&[device("device-1").ama()])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-ma-false")],
+    )]);
+    unfit(got, "class excludes multi-allocatable devices");
+}
+
+#[test]
+fn allow_multiple_allocations_not_allocate_multi_allocatable_device_which_already_dedicated() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1").ama().r("2")]),
+            claim("existing", &[req("req-0", "class-a")]).allocated(json!([dedicated("req-0", "device-1")])).json(),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a")])],
+    );
+    unfit(got, "exclusively allocated before it became multi-allocatable");
+}
+
+#[test]
+fn allow_multiple_allocations_not_allocate_dedicated_device_which_change_from_multi_allocatable() {
+    let got = run_case(
+        vec![class_ma(true), slice1(&[device("device-1").not_ama().r("2")]), consumed("device-1", "1")],
+        &[claim("claim-0", &[req("req-0", "class-ma-true")])],
+    );
+    unfit(got, "no longer multi-allocatable");
+    // The same device with a class that admits dedicated devices: the shared allocation still
+    // blocks a dedicated one? Upstream only blocks via AllocatedDevices; capacity 1+2 > 2 blocks here.
+}
+
+fn counter_slice2(sets: Value) -> Value {
+    counter_slice("slice-2", "pool-1", 2, sets)
+}
+
+#[test]
+fn allow_multiple_allocations_with_partitionable_device() {
+    let mem = |v: &str| device_mem(v);
+    let got = run_case(
+        vec![
+            class_ma(true),
+            slice("slice-1", "pool-1", 1, 2, &[mem("4Gi").rename("device-1"), mem("6Gi").rename("device-2"), mem("4Gi").rename("device-3")]),
+            counter_slice2(json!([{"name": "counter-set-1", "counters": {"memory": {"value": "8Gi"}}}])),
+        ],
+        &[claim("claim-0", &[
+            req("req-0", "class-ma-true"),
+            req_first("req-1", &[
+                sub("subReq-0", "class-ma-true", json!({"selectors": [{"cel": {"expression":
+                    "device.capacity[\"driver-a\"].memory.compareTo(quantity(\"6Gi\")) >= 0"}}]})),
+                sub("subReq-1", "class-ma-true", json!({"selectors": [{"cel": {"expression":
+                    "device.capacity[\"driver-a\"].memory.compareTo(quantity(\"4Gi\")) >= 0"}}]})),
+            ]),
+        ])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![
+        g("req-0", "device-1", true, Some(&[("memory", "4Gi")])),
+        g("req-1/subReq-1", "device-3", true, Some(&[("memory", "4Gi")])),
+    ]]);
+}
+
+/// A multi-allocatable device whose memory capacity equals its counter consumption.
+fn device_mem(v: &str) -> Dev {
+    device("x").ama().cap("memory", v).counters("counter-set-1", json!({"memory": {"value": v}}))
+}
+
+trait Rename {
+    fn rename(self, name: &str) -> Self;
+}
+impl Rename for Dev {
+    fn rename(mut self, name: &str) -> Self {
+        self.0["name"] = json!(name);
+        self
+    }
+}
+
+#[test]
+fn allow_multiple_allocations_with_shared_device_counter_cross_cycle() {
+    let dev = |name: &str, mode: &str| {
+        device(name)
+            .ama()
+            .cap(C0, "1")
+            .attr("mode", "string", json!(mode))
+            .counters("counter-set-1", json!({C0: {"value": "1"}}))
+    };
+    let got = run_case(
+        vec![
+            class_ma(true),
+            slice("slice-1", "pool-1", 1, 2, &[dev("device-1", "a"), dev("device-2", "b")]),
+            counter_slice2(json!([{"name": "counter-set-1", "counters": {C0: {"value": "1"}}}])),
+            consumed("device-1", "1"),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-ma-true").rq("1").selector("device.attributes[\"driver-a\"].mode == \"b\"")])],
+    );
+    unfit(got, "the counter is used by the shared device-1");
+}
+
+#[test]
+fn consumable_capacity_with_partitionable_device_multiple_capacity_pools() {
+    let policy = json!({"default": "2", "validRange": {"min": "2", "step": "2", "max": "4"}});
+    let dev = |name: &str, c0v: &str| {
+        device(name)
+            .ama()
+            .cap(C0, c0v)
+            .cap_policy("capacity-1", "4", policy.clone())
+            .counters("counter-set-1", json!({C0: {"value": c0v}}))
+            .counters("counter-set-2", json!({"capacity-1": {"value": "4"}}))
+    };
+    let got = run_case(
+        vec![
+            class_a(),
+            slice("slice-1", "pool-1", 1, 2, &[dev("device-1", "2"), dev("device-2", "4"), dev("device-3", "2")]),
+            counter_slice2(json!([
+                {"name": "counter-set-1", "counters": {C0: {"value": "4"}}},
+                {"name": "counter-set-2", "counters": {"capacity-1": {"value": "8"}}}
+            ])),
+        ],
+        &[claim("claim-0", &[
+            req("req-0", "class-a").rq("1"),
+            req("req-2", "class-a").rq("2"),
+            req_first("req-1", &[
+                sub("subReq-0", "class-a", json!({"capacity": {"requests": {C0: "1"}}, "selectors": [{"cel": {"expression":
+                    "device.capacity[\"driver-a\"][\"capacity-0\"].compareTo(quantity(\"4\")) >= 0"}}]})),
+                sub("subReq-1", "class-a", json!({"capacity": {"requests": {C0: "1"}}, "selectors": [{"cel": {"expression":
+                    "device.capacity[\"driver-a\"][\"capacity-0\"].compareTo(quantity(\"2\")) >= 0"}}]})),
+            ]),
+        ])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![
+        g("req-0", "device-1", true, Some(&[(C0, "1"), ("capacity-1", "2")])),
+        g("req-2", "device-3", true, Some(&[(C0, "2"), ("capacity-1", "2")])),
+        g("req-1/subReq-1", "device-1", true, Some(&[(C0, "1"), ("capacity-1", "2")])),
+    ]]);
+}
+
+fn distinct_device(name: &str, version: &str, numa: i64, b: bool) -> Dev {
+    device(name)
+        .ama()
+        .attr("driverVersion", "version", json!(version))
+        .attr("numa", "int", json!(numa))
+        .attr("boolAttribute", "bool", json!(b))
+}
+
+#[test]
+fn with_distinct_constraints() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[
+                distinct_device("device-1", "1.0.0", 0, true),
+                distinct_device("device-2", "1.0.1", 1, false),
+                distinct_device("device-3", "1.0.2", 2, true),
+                distinct_device("device-4", "1.0.0", 3, true),
+            ]),
+        ],
+        &[claim("claim-0", &[
+            req("req-0", "class-a"),
+            req("req-1", "class-a"),
+            req("req-2", "class-a"),
+            req("req-3", "class-a"),
+        ])
+        .constraint(json!({"distinctAttribute": "driver-a/boolAttribute", "requests": ["req-0", "req-1"]}))
+        .constraint(json!({"distinctAttribute": "driver-a/driverVersion", "requests": ["req-0", "req-1", "req-2"]}))
+        .constraint(json!({"distinctAttribute": "driver-a/numa", "requests": ["req-0", "req-1", "req-2", "req-3"]}))],
+    );
+    assert_eq!(got.unwrap(), vec![vec![
+        g("req-0", "device-1", true, None),
+        g("req-1", "device-2", true, None),
+        g("req-2", "device-3", true, None),
+        g("req-3", "device-4", true, None),
+    ]]);
+}
+
+#[test]
+fn with_distinct_constraints_attribute_not_set() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1").ama()])], &[claim("claim-0", &[req(
+        "req-0", "class-a",
+    )])
+    .constraint(json!({"distinctAttribute": "driver-a/boolAttribute", "requests": ["req-0"]}))]);
+    unfit(got, "attribute not set");
+}
+
+#[test]
+fn with_distinct_constraints_unknown_type_attribute() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1").ama().raw_attr("boolAttribute", json!({}))])], &[
+        claim("claim-0", &[req("req-0", "class-a")])
+            .constraint(json!({"distinctAttribute": "driver-a/boolAttribute", "requests": ["req-0"]})),
+    ]);
+    error(got, "unsupported attribute value", "empty one-of attribute");
+}
+
+#[test]
+fn with_distinct_constraints_with_subrequests() {
+    let subs = || {
+        vec![
+            sub("subReq-0", "class-a", json!({"selectors": [{"cel": {"expression": "device.attributes[\"driver-a\"].boolAttribute"}}]})),
+            sub("subReq-1", "class-a", json!({})),
+        ]
+    };
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[
+                device("device-1").ama().attr("boolAttribute", "bool", json!(true)),
+                device("device-2").ama().attr("boolAttribute", "bool", json!(false)),
+            ]),
+        ],
+        &[claim("claim-0", &[req_first("req-0", &subs()), req_first("req-1", &subs()), req_first("req-2", &subs())])
+            .constraint(json!({"distinctAttribute": "driver-a/boolAttribute", "requests": ["req-0", "req-1"]}))],
+    );
+    assert_eq!(got.unwrap(), vec![vec![
+        g("req-0/subReq-0", "device-1", true, None),
+        g("req-1/subReq-1", "device-2", true, None),
+        g("req-2/subReq-0", "device-1", true, None),
+    ]]);
+}
+
+#[test]
+fn distinct_constraint_one_multi_allocatable_device_with_distinct_constraint() {
+    let got = run_case(
+        vec![class_a(), slice1(&[device("device-1").ama().r("2").attr("stringAttribute", "string", json!("v"))])],
+        &[claim("claim-0", &[req("req-0", "class-a").rq("1"), req("req-1", "class-a").rq("1")])
+            .constraint(json!({"distinctAttribute": "driver-a/stringAttribute"}))],
+    );
+    unfit(got, "one device cannot serve two requests with distinct values");
+}
+
+#[test]
+fn distinct_constraint_two_multi_allocatable_devices_with_distinct_constraint() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice("slice-1", "pool-1", 1, 2, &[device("device-1").ama().r("4").attr("stringAttribute", "string", json!("a"))]),
+            slice("slice-2", "pool-1", 1, 2, &[device("device-2").ama().r("4").attr("stringAttribute", "string", json!("b"))]),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").rq("2"), req("req-1", "class-a").rq("2")])
+            .constraint(json!({"distinctAttribute": "driver-a/stringAttribute"}))],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("2")), g("req-1", "device-2", true, c0("2"))]]);
+}
+
+fn attrs_device(name: &str) -> Dev {
+    device(name)
+        .attr("numa", "int", json!(1))
+        .attr("driverVersion", "version", json!("1.0.0"))
+        .attr("stringAttribute", "string", json!("stringAttributeValue"))
+        .attr("boolAttribute", "bool", json!(true))
+}
+
+#[test]
+fn with_constraint() {
+    let got = run_case(vec![class_a(), slice1(&[attrs_device("device-1"), attrs_device("device-2")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-a"), req("req-1", "class-a")],
+    )
+    .constraint(json!({"matchAttribute": "driver-a/numa"}))
+    .constraint(json!({"matchAttribute": "driver-a/driverVersion"}))
+    .constraint(json!({"matchAttribute": "driver-a/stringAttribute"}))
+    .constraint(json!({"matchAttribute": "driver-a/boolAttribute"}))]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", false, None), g("req-1", "device-2", false, None)]]);
+}
+
+#[test]
+fn with_constraint_not_matching_int_attribute_all_devices() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1").attr("numa", "int", json!(1)), device("device-2").attr("numa", "int", json!(2))]),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").all()]).constraint(json!({"matchAttribute": "driver-a/numa"}))],
+    );
+    error(
+        got,
+        "cannot add device driver-a/pool-1/device-2 because a claim constraint would not be satisfied",
+        "All mode cannot skip a device",
+    );
+}
+
+#[test]
+fn all_devices_of_the_incomplete_pool() {
+    let got = run_case(vec![class_a(), slice("slice-1", "pool-1", 1, 2, &[device("device-1")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-a").all()],
+    )]);
+    error(
+        got,
+        "asks for all devices, but resource pool driver-a/pool-1 is currently being updated",
+        "incomplete pool",
+    );
+}
+
+#[test]
+fn all_devices_some_allocated() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1"), device("device-2")]),
+            claim("existing", &[req("req-0", "class-a")]).allocated(json!([dedicated("req-0", "device-1")])).json(),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").all()])],
+    );
+    unfit(got, "All with an allocated device");
+}
+
+// ---- Further upstream rules, one test each ----
+
+#[test]
+fn node_selector_is_local_for_node_local_devices() {
+    let mut all = vec![node(NODE), class_a(), slice1(&[device("device-1")])];
+    all.push(claim("claim-0", &[req("req-0", "class-a")]).json());
+    all.push(pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"));
+    let mut p = plugin("", &all);
+    assert!(p.prefilter("default/pod-0").is_success());
+    assert!(p.filter(NODE).is_success());
+    let a = p.reserve(NODE).unwrap();
+    let sel = a[0].allocation.node_selector.as_ref().expect("node selector");
+    let f = &sel.node_selector_terms[0].match_fields[0];
+    assert_eq!((f.key.as_str(), f.operator.as_str(), f.values.clone()), ("metadata.name", "In", vec![NODE.to_string()]));
+}
+
+#[test]
+fn taints_block_unless_tolerated() {
+    let objects = vec![class_a(), slice1(&[device("device-1").taint("broken", "NoSchedule")])];
+    unfit(run_case(objects.clone(), &[claim("claim-0", &[req("req-0", "class-a")])]), "NoSchedule taint");
+    let got = run_case(objects, &[claim("claim-0", &[req("req-0", "class-a").tolerate("broken")])]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", false, None)]]);
+    let got = run_case(vec![class_a(), slice1(&[device("device-1").taint("info", "None")])], &[claim(
+        "claim-0",
+        &[req("req-0", "class-a")],
+    )]);
+    assert!(got.is_ok(), "effect None never blocks");
+}
+
+#[test]
+fn admin_access_may_use_allocated_device() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1")]),
+            claim("existing", &[req("req-0", "class-a")]).allocated(json!([dedicated("req-0", "device-1")])).json(),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").admin()])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", false, None)]]);
+}
+
+#[test]
+fn exact_count_takes_combinations_in_order() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1"), device("device-2"), device("device-3")])], &[
+        claim("claim-0", &[req("req-0", "class-a").count(2)]),
+    ]);
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", false, None), g("req-0", "device-2", false, None)]]);
+}
+
+#[test]
+fn missing_class_is_unresolvable() {
+    let got = run_case(vec![slice1(&[device("device-1")])], &[claim("claim-0", &[req("req-0", "no-such-class")])]);
+    assert_status(got, Code::UnschedulableAndUnresolvable, "device class no-such-class not found", "missing class");
+}
+
+#[test]
+fn selector_that_does_not_compile_is_an_error_naming_the_class() {
+    let got = run_case(vec![class("bad", "device.driver ==="), slice1(&[device("device-1")])], &[claim(
+        "claim-0",
+        &[req("req-0", "bad")],
+    )]);
+    error(got, "class bad", "CEL compile error names the class");
+}
+
+#[test]
+fn selector_runtime_error_names_the_claim() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1")])], &[claim("claim-0", &[req("req-0", "class-a")
+        .selector("device.attributes[\"driver-a\"].missing == 1")])]);
+    error(got, "claim default/claim-0", "runtime error names the claim");
+}
+
+#[test]
+fn duplicate_device_names_make_the_pool_invalid() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice("slice-1", "pool-1", 1, 2, &[device("device-1")]),
+            slice("slice-2", "pool-1", 1, 2, &[device("device-1")]),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a")])],
+    );
+    assert_status(got, Code::Unschedulable, "duplicate device name device-1", "invalid pool");
+}
+
+#[test]
+fn highest_generation_is_used() {
+    let got = run_case(
+        vec![class_a(), slice("slice-old", "pool-1", 1, 1, &[device("old")]), slice("slice-new", "pool-1", 2, 1, &[device("new")])],
+        &[claim("claim-0", &[req("req-0", "class-a")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "new", false, None)]]);
+}
+
+#[test]
+fn more_than_32_devices_per_claim_is_an_error() {
+    let got = run_case(vec![class_a(), slice1(&[device("device-1")])], &[claim("claim-0", &[req("req-0", "class-a").count(33)])]);
+    error(got, "exceeds the claim limit of 32", "AllocationResultsMaxSize");
+}
