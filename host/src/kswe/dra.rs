@@ -64,7 +64,7 @@ fn write_call(
         if pending {
             cluster
                 .store
-                .set_pending(&claim, &pod.metadata.uid, allocation.clone())
+                .set_pending(&claim, &pod, allocation.clone())
                 .map(drop)
         } else {
             cluster

@@ -12,7 +12,10 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
-use sharing_affinity_core::model::{AllocationResult, Pod, ResourceClaimConsumerReference};
+use sharing_affinity_core::model::{
+    AllocationResult, OwnerReference, Pod, PodResourceClaimStatus, ResourceClaim,
+    ResourceClaimConsumerReference,
+};
 use sharing_affinity_core::object::{Kind, Object, object_key};
 
 use super::proto;
@@ -261,27 +264,67 @@ impl ObjectStore {
         self.apply(Change::Update, Object::Pod(pod))
     }
 
+    /// The claim a pod's `spec.resourceClaims` entry generates from its template when the claim
+    /// does not exist yet: named `<pod>-<entry>` (the convention the core uses), with the
+    /// template's metadata and spec and the pod as controlling owner. Returns the entry name and
+    /// the claim; `None` when `claim` is no such claim of the pod or the template is missing.
+    pub fn generated_claim(&self, claim: &str, pod: &Pod) -> Option<(String, ResourceClaim)> {
+        let ns = &pod.metadata.namespace;
+        pod.spec.resource_claims.iter().find_map(|entry| {
+            let template = entry.resource_claim_template_name.as_ref()?;
+            let name = format!("{}-{}", pod.metadata.name, entry.name);
+            let done = pod
+                .status
+                .resource_claim_statuses
+                .iter()
+                .any(|s| s.name == entry.name);
+            if object_key(ns, &name) != claim || done {
+                return None;
+            }
+            let Some(Object::ResourceClaimTemplate(t)) =
+                self.get(Kind::ResourceClaimTemplate, &object_key(ns, template))
+            else {
+                return None;
+            };
+            let mut c = ResourceClaim::default();
+            c.metadata = t.spec.metadata.clone();
+            c.metadata.name = name;
+            c.metadata.namespace = ns.clone();
+            c.metadata.owner_references = vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+                controller: Some(true),
+            }];
+            c.spec = t.spec.spec.clone();
+            Some((entry.name.clone(), c))
+        })
+    }
+
     /// Records a pending allocation for a claim (Reserve). Replaces an earlier pending allocation.
+    /// A claim the pod will generate from a template is accepted before it exists.
     pub fn set_pending(
         &mut self,
         claim: &str,
-        pod_uid: &str,
+        pod: &Pod,
         allocation: AllocationResult,
     ) -> Result<(), DraError> {
         let id = (Kind::ResourceClaim, claim.to_string());
-        let Some(Object::ResourceClaim(c)) = self.entries.get(&id).map(|e| &e.object) else {
-            return Err(DraError::NotFound);
-        };
-        if c.status.allocation.as_ref().is_some_and(|a| *a != allocation) {
-            return Err(DraError::Conflict);
+        match self.entries.get(&id).map(|e| &e.object) {
+            Some(Object::ResourceClaim(c)) => {
+                if c.status.allocation.as_ref().is_some_and(|a| *a != allocation) {
+                    return Err(DraError::Conflict);
+                }
+            }
+            _ if self.generated_claim(claim, pod).is_some() => {}
+            _ => return Err(DraError::NotFound),
         }
-        self.pending.insert(
-            claim.to_string(),
-            Pending {
-                pod_uid: pod_uid.to_string(),
-                allocation,
-            },
-        );
+        let pending = Pending {
+            pod_uid: pod.metadata.uid.clone(),
+            allocation,
+        };
+        self.pending.insert(claim.to_string(), pending);
         self.touch(&id);
         Ok(())
     }
@@ -307,7 +350,9 @@ impl ObjectStore {
     }
 
     /// Writes `status.allocation` of a claim and adds the pod to `status.reservedFor` (PreBind).
-    /// Writing the same allocation again is a no-op apart from `reservedFor`.
+    /// Writing the same allocation again is a no-op apart from `reservedFor`. A claim the pod
+    /// generates from a template is created first (what the resourceclaim controller does), and
+    /// the pod's `status.resourceClaimStatuses` then names it.
     pub fn write_allocation(
         &mut self,
         claim: &str,
@@ -315,6 +360,25 @@ impl ObjectStore {
         allocation: AllocationResult,
     ) -> Result<u64, DraError> {
         let id = (Kind::ResourceClaim, claim.to_string());
+        if !self.entries.contains_key(&id) {
+            let stored = self.pod(&pod_key(pod)).cloned();
+            let source = stored.clone().unwrap_or_else(|| pod.clone());
+            let Some((entry, generated)) = self.generated_claim(claim, &source) else {
+                return Err(DraError::NotFound);
+            };
+            let name = generated.metadata.name.clone();
+            self.apply(Change::Add, Object::ResourceClaim(Box::new(generated)))
+                .map_err(|_| DraError::Invalid)?;
+            if let Some(mut updated) = stored {
+                let status = PodResourceClaimStatus {
+                    name: entry,
+                    resource_claim_name: Some(name),
+                };
+                updated.status.resource_claim_statuses.push(status);
+                self.apply(Change::Update, Object::Pod(Box::new(updated)))
+                    .map_err(|_| DraError::Invalid)?;
+            }
+        }
         let Some(Object::ResourceClaim(c)) = self.entries.get(&id).map(|e| e.object.clone()) else {
             return Err(DraError::NotFound);
         };
@@ -501,11 +565,13 @@ mod tests {
         s.apply(Change::Add, claim("a")).unwrap();
         let c = cursor(&s.changes(""));
         let alloc: AllocationResult = serde_json::from_str(r#"{"devices":{"results":[]}}"#).unwrap();
+        let pod: Pod =
+            serde_json::from_str(r#"{"metadata":{"name":"p","namespace":"ns","uid":"u1"}}"#).unwrap();
         assert_eq!(
-            s.set_pending("ns/zz", "u1", alloc.clone()),
+            s.set_pending("ns/zz", &pod, alloc.clone()),
             Err(DraError::NotFound)
         );
-        s.set_pending("ns/a", "u1", alloc.clone()).unwrap();
+        s.set_pending("ns/a", &pod, alloc.clone()).unwrap();
         let doc = s.changes(&c);
         assert_eq!(events(&doc), [("MODIFIED".into(), "a".into())]);
         assert!(doc.contains("\"allocation\""), "{doc}");
@@ -552,5 +618,53 @@ mod tests {
             err.contains("Pod ns/p") && err.contains("metadata.creationTimestamp"),
             "{err}"
         );
+    }
+
+    #[test]
+    fn template_claims_are_created_on_write_and_named_in_the_pod_status() {
+        let mut s = ObjectStore::new();
+        s.apply(
+            Change::Add,
+            obj(r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t","namespace":"ns"},
+                "spec":{"metadata":{"labels":{"l":"v"}},"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"c"}}]}}}}"#),
+        )
+        .unwrap();
+        s.apply(
+            Change::Add,
+            obj(
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1"},
+                "spec":{"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"t"}]}}"#,
+            ),
+        )
+        .unwrap();
+        let pod = s.pod("ns/p").cloned().unwrap();
+        let alloc: AllocationResult = serde_json::from_str(r#"{"devices":{"results":[]}}"#).unwrap();
+        assert_eq!(
+            s.set_pending("ns/other", &pod, alloc.clone()),
+            Err(DraError::NotFound)
+        );
+        s.set_pending("ns/p-gpu", &pod, alloc.clone()).unwrap();
+        s.write_allocation("ns/p-gpu", &pod, alloc.clone()).unwrap();
+        match s.get(Kind::ResourceClaim, "ns/p-gpu") {
+            Some(Object::ResourceClaim(c)) => {
+                assert_eq!(
+                    c.metadata.labels.get("l").map(String::as_str),
+                    Some("v"),
+                    "template metadata"
+                );
+                assert_eq!(c.metadata.owner_references[0].uid, "u1");
+                assert_eq!(c.spec.devices.requests[0].name, "r");
+                assert_eq!(c.status.allocation.as_ref(), Some(&alloc));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let pod = s.pod("ns/p").unwrap();
+        assert_eq!(
+            pod.status.resource_claim_statuses[0]
+                .resource_claim_name
+                .as_deref(),
+            Some("p-gpu")
+        );
+        assert!(s.pending().is_empty());
     }
 }
