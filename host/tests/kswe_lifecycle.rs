@@ -344,3 +344,40 @@ fn unreserve_drops_pending_allocations() {
     assert_eq!(host.unreserve(&p, "n1").unwrap(), None);
     assert!(host.cluster().store.pending().is_empty());
 }
+
+#[test]
+fn kswe_engine_replaces_a_trapped_instance_and_restores_the_cycle() {
+    use sharing_affinity_core::Code;
+    use sharing_affinity_host::engine::Engine;
+    use sharing_affinity_host::kswe::KsweEngine;
+    let mut engine = KsweEngine::new(&wat("engine_restore.wat"), "").unwrap();
+    let objects = parse_objects(&format!("{}\n{}", node_json("n"), pod_json("p")))
+        .unwrap()
+        .objects;
+    assert!(engine.load(&objects).unwrap().is_empty());
+    assert!(engine.prefilter("ns/p").is_success());
+    assert!(engine.filter("n").is_success());
+    let status = engine.filter("boom");
+    assert_eq!(status.code, Code::Error);
+    assert!(
+        status
+            .reason
+            .starts_with("wasm: filter error: wasm error: unreachable"),
+        "{}",
+        status.reason
+    );
+    assert!(
+        engine.filter("n").is_success(),
+        "PreFilter was re-run on the fresh instance"
+    );
+    assert_eq!(
+        engine.host().instances_created(),
+        2,
+        "the trapped instance was replaced"
+    );
+    let status = engine.prefilter("ns/missing");
+    assert_eq!(
+        (status.code, status.reason.as_str()),
+        (Code::Error, "Pod ns/missing: not found")
+    );
+}

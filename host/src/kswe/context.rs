@@ -118,6 +118,9 @@ pub struct Settings {
     pub dra_extension: bool,
 }
 
+/// Encoded bytes tagged with the store revision of the object they encode.
+pub type RevisionBytes = (u64, Arc<Vec<u8>>);
+
 /// Cluster-side state shared by every instance of one plugin.
 #[derive(Debug, Default)]
 pub struct Cluster {
@@ -129,8 +132,8 @@ pub struct Cluster {
     pub logs: Vec<LogRecord>,
     /// Recorded events, in order.
     pub events: Vec<RecordedEvent>,
-    /// Protobuf bytes of pods and nodes, by (key, revision).
-    pub proto_cache: HashMap<(bool, String), (u64, Arc<Vec<u8>>)>,
+    /// Protobuf bytes of nodes by name: the revision they were encoded at, and the bytes.
+    pub node_bytes: HashMap<String, RevisionBytes>,
     /// The last change feed built, by (cursor, store revision).
     pub feed_cache: Option<(String, u64, Arc<String>)>,
 }

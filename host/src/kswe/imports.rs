@@ -151,8 +151,7 @@ fn node_bytes(caller: &mut C<'_>, name: &str) -> Option<Arc<Vec<u8>>> {
     let shared = caller.data().shared.clone();
     let mut cluster = shared.cluster();
     let rev = cluster.store.modified(Kind::Node, name)?;
-    let key = (false, name.to_string());
-    if let Some((r, bytes)) = cluster.proto_cache.get(&key)
+    if let Some((r, bytes)) = cluster.node_bytes.get(name)
         && *r == rev
     {
         return Some(bytes.clone());
@@ -162,7 +161,7 @@ fn node_bytes(caller: &mut C<'_>, name: &str) -> Option<Arc<Vec<u8>>> {
     };
     // The store only holds nodes that convert (checked on insert).
     let bytes = Arc::new(proto::node_to_proto(node).ok()?.encode_to_vec());
-    cluster.proto_cache.insert(key, (rev, bytes.clone()));
+    cluster.node_bytes.insert(name.to_string(), (rev, bytes.clone()));
     Some(bytes)
 }
 

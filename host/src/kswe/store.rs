@@ -286,8 +286,10 @@ impl ObjectStore {
             else {
                 return None;
             };
-            let mut c = ResourceClaim::default();
-            c.metadata = t.spec.metadata.clone();
+            let mut c = ResourceClaim {
+                metadata: t.spec.metadata.clone(),
+                ..ResourceClaim::default()
+            };
             c.metadata.name = name;
             c.metadata.namespace = ns.clone();
             c.metadata.owner_references = vec![OwnerReference {

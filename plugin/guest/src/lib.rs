@@ -8,4 +8,9 @@
 //! `cargo test --workspace` links natively.
 
 #[cfg(all(feature = "component", feature = "scheduler-abi"))]
-compile_error!("features `component` and `scheduler-abi` are mutually exclusive: build one artefact at a time");
+compile_error!(
+    "features `component` and `scheduler-abi` are mutually exclusive: build one artefact at a time"
+);
+
+#[cfg(feature = "scheduler-abi")]
+pub mod scheduler_abi;
