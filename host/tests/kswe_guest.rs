@@ -256,7 +256,47 @@ fn guest_exports_the_documented_hooks_only() {
     assert!(mask.has(bits::PRE_FILTER) && mask.has(bits::PRE_BIND) && mask.has(bits::POST_BIND));
     assert!(!mask.has(bits::SCORE_EXTENSIONS), "no normalizescore");
     assert!(!mask.has(bits::POST_FILTER) && !mask.has(bits::ENQUEUE) && !mask.has(bits::PRE_SCORE));
-    assert_eq!(Export::Bind.name(), "bind");
+    let module = wasmtime::Module::new(&wasmtime::Engine::default(), guest_wasm()).unwrap();
+    let mut imports: Vec<String> = module
+        .imports()
+        .map(|i| format!("{}.{}", i.module(), i.name()))
+        .collect();
+    imports.sort();
+    assert_eq!(
+        imports,
+        [
+            "k8s.io/klog.logs",
+            "k8s.io/klog.severity",
+            "k8s.io/scheduler.currentNodeName",
+            "k8s.io/scheduler.currentPod",
+            "k8s.io/scheduler.get_config",
+            "k8s.io/scheduler.result.status_reason",
+            "sharing-affinity.dra/v1.allocation",
+            "sharing-affinity.dra/v1.changes",
+            "sharing-affinity.dra/v1.pending_allocation",
+        ],
+        "no WASI, nothing else"
+    );
+    let mut exports: Vec<&str> = module
+        .exports()
+        .map(|e| e.name())
+        .filter(|n| !n.starts_with("__"))
+        .collect();
+    exports.sort();
+    let mut expected = [
+        "memory",
+        "_start",
+        "prefilter",
+        "filter",
+        "score",
+        "reserve",
+        "unreserve",
+        "prebind",
+    ]
+    .to_vec();
+    expected.extend([Export::Bind.name(), Export::PostBind.name()]);
+    expected.sort();
+    assert_eq!(exports, expected);
 }
 
 #[test]

@@ -368,6 +368,18 @@ fn from_global_guests_pack_int32_extremes() {
     }
     let mut h = host(
         &dir,
+        &format!("{base}reserve_from_global.wasm"),
+        &[],
+        Cluster::default(),
+    );
+    assert_eq!(h.unreserve(&p, "n").unwrap(), None, "flag 0");
+    h.set_global("flag_global", 1);
+    let logged = h.unreserve(&p, "n").unwrap().unwrap();
+    let expected =
+        "wasm: unreserve error: wasm error: unreachable\nwasm stack trace:\n\treserve_from_global.$";
+    assert!(logged.starts_with(expected), "{logged}");
+    let mut h = host(
+        &dir,
         &format!("{base}postbind_from_global.wasm"),
         &[],
         Cluster::default(),
