@@ -210,3 +210,29 @@ impl Engine for KsweEngine {
         Ok(allocations(written))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn engine_is_send_and_codes_map_as_documented() {
+        assert_send::<KsweEngine>();
+        for (code, expected, msg) in [
+            (0, Code::Success, "success"),
+            (1, Code::Error, "error"),
+            (2, Code::Unschedulable, "unschedulable"),
+            (3, Code::UnschedulableAndUnresolvable, "unresolvable"),
+            (5, Code::Error, "skip has no core meaning"),
+            (i32::MIN, Code::Error, "garbage"),
+        ] {
+            assert_eq!(to_status(&KsweStatus::new(code, "r")).code, expected, "{msg}");
+        }
+        assert_eq!(
+            to_status(&KsweStatus::new(5, "r")).reason,
+            "unexpected status code 5: r"
+        );
+    }
+}
