@@ -15,7 +15,7 @@ pub mod artifact;
 pub mod bindings;
 pub mod component;
 pub mod engine;
+pub mod kswe;
 pub mod native;
 pub mod replay;
 pub mod report;
-// Engines contributed by other modules are declared below (e.g. `pub mod kswe;`).

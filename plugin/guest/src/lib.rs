@@ -23,3 +23,6 @@ compile_error!(
 
 #[cfg(all(feature = "component", target_arch = "wasm32"))]
 mod component;
+
+#[cfg(feature = "scheduler-abi")]
+pub mod scheduler_abi;

@@ -1,0 +1,193 @@
+//! What host functions see: the per-call "stack" of inputs and results (upstream `host.go`
+//! `stack`), the per-instance store data, and the state shared by all instances of one plugin.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use sharing_affinity_core::model::Pod;
+
+use super::store::ObjectStore;
+
+/// One framework cluster event returned by `enqueue` through `result.cluster_events`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClusterEvent {
+    /// The resource, mapped from the GVK index as upstream does (`Pod`, `Node`, ..., `*`,
+    /// `EventResource(N)` for unknown indexes).
+    pub resource: String,
+    /// The raw ActionType bits.
+    pub action_type: u32,
+}
+
+/// A `k8s.io/klog` record that passed the severity filter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogRecord {
+    /// 0 info (`klog.Info`/`InfoS`) or 2 error (`klog.Error`/`ErrorS`).
+    pub severity: i32,
+    /// The message.
+    pub message: String,
+    /// Key/value strings from `logs` (NUL-separated on the wire, empty entries skipped); empty for `log`.
+    pub kvs: Vec<String>,
+}
+
+/// An `ObjectReference` of an `eventf` call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventReference {
+    /// Kind.
+    pub kind: String,
+    /// API version.
+    pub api_version: String,
+    /// Name.
+    pub name: String,
+    /// Namespace.
+    pub namespace: String,
+    /// UID.
+    pub uid: String,
+    /// Resource version.
+    pub resource_version: String,
+}
+
+/// A `handle.eventrecorder.eventf` call.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RecordedEvent {
+    /// The regarding object.
+    pub regarding: EventReference,
+    /// The related object.
+    pub related: EventReference,
+    /// `Normal` or `Warning`.
+    pub event_type: String,
+    /// Reason.
+    pub reason: String,
+    /// Action.
+    pub action: String,
+    /// Note.
+    pub note: String,
+}
+
+/// Allocation records the DRA extension accepted during one call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DraWrite {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// The allocation.
+    pub allocation: sharing_affinity_core::model::AllocationResult,
+}
+
+/// Per-call inputs and results (§1.6). A fresh one is built for every framework callback.
+#[derive(Clone, Debug, Default)]
+pub struct CallStack {
+    /// The pod being scheduled, as protobuf bytes (cached by the host per pod revision).
+    pub current_pod: Option<Arc<Vec<u8>>>,
+    /// The decoded pod, for the DRA extension's `reservedFor` and pending bookkeeping.
+    pub current_pod_object: Option<Arc<Pod>>,
+    /// `addpod`/`removepod` target, as protobuf bytes.
+    pub target_pod: Option<Arc<Vec<u8>>>,
+    /// The node being evaluated; empty when unset.
+    pub current_node_name: String,
+    /// `prescore` input; `None` encodes as `[]`.
+    pub filtered_nodes: Option<Vec<String>>,
+    /// `postfilter` input: node → status code; `None` encodes as `{}`.
+    pub node_to_status: Option<BTreeMap<String, i32>>,
+    /// `normalizescore` input: node → score; `None` encodes as `{}`.
+    pub node_scores: Option<Vec<(String, i64)>>,
+    /// `result.status_reason` (last call wins).
+    pub result_status_reason: String,
+    /// `result.node_names`; `None` = all nodes.
+    pub result_node_names: Option<Vec<String>>,
+    /// `result.nominated_node_name`.
+    pub result_nominated_node_name: String,
+    /// `result.normalized_score_list`, in the host's rebuild order.
+    pub result_normalized_scores: Option<Vec<(String, i64)>>,
+    /// `result.cluster_events`.
+    pub result_cluster_events: Vec<ClusterEvent>,
+    /// `sharing-affinity.dra/v1.pending_allocation` calls accepted during this call.
+    pub pending_allocations: Vec<DraWrite>,
+    /// `sharing-affinity.dra/v1.allocation` calls accepted during this call.
+    pub allocations: Vec<DraWrite>,
+}
+
+/// Settings fixed at plugin creation (upstream `PluginConfig` plus emulator switches).
+#[derive(Clone, Debug, Default)]
+pub struct Settings {
+    /// `guestConfig`, returned verbatim by `get_config`.
+    pub guest_config: String,
+    /// `logSeverity`, returned by `klog.severity`.
+    pub log_severity: i32,
+    /// WASI argv (no implicit argv\[0\]).
+    pub args: Vec<String>,
+    /// Whether `sharing-affinity.dra/v1` is provided.
+    pub dra_extension: bool,
+}
+
+/// Encoded bytes tagged with the store revision of the object they encode.
+pub type RevisionBytes = (u64, Arc<Vec<u8>>);
+
+/// Cluster-side state shared by every instance of one plugin.
+#[derive(Debug, Default)]
+pub struct Cluster {
+    /// The objects.
+    pub store: ObjectStore,
+    /// Pods waiting at Permit, by UID.
+    pub waiting: BTreeMap<String, Pod>,
+    /// klog records that passed the filter, in order.
+    pub logs: Vec<LogRecord>,
+    /// Recorded events, in order.
+    pub events: Vec<RecordedEvent>,
+    /// Protobuf bytes of nodes by name: the revision they were encoded at, and the bytes.
+    pub node_bytes: HashMap<String, RevisionBytes>,
+    /// The last change feed built, by (cursor, store revision).
+    pub feed_cache: Option<(String, u64, Arc<String>)>,
+}
+
+/// State shared by all instances: settings and the cluster.
+#[derive(Debug)]
+pub struct Shared {
+    /// Settings.
+    pub settings: Settings,
+    /// The cluster.
+    pub cluster: Mutex<Cluster>,
+}
+
+impl Shared {
+    /// Locks the cluster. Host functions never panic while holding the lock, so a poisoned lock
+    /// can only come from a panic elsewhere in the embedding program; its data is still consistent
+    /// (every mutation is a single assignment), so it is used as is.
+    pub fn cluster(&self) -> MutexGuard<'_, Cluster> {
+        self.cluster.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+/// WASI preview 1 state of one instance: wazero's deterministic defaults.
+#[derive(Debug)]
+pub struct WasiState {
+    /// Next fake wall-clock reading in nanoseconds (starts at 2022-01-01T00:00:00Z, +1 ms per reading).
+    pub walltime_ns: i64,
+    /// Next fake monotonic reading in nanoseconds (starts at 0, +1 ms per reading).
+    pub nanotime_ns: i64,
+    /// Deterministic random state (SplitMix64 seeded with 42).
+    pub random_state: u64,
+}
+
+impl Default for WasiState {
+    fn default() -> Self {
+        WasiState {
+            walltime_ns: 1_640_995_200_000_000_000,
+            nanotime_ns: 0,
+            random_state: 42,
+        }
+    }
+}
+
+/// Store data of one guest instance.
+#[derive(Debug)]
+pub struct GuestData {
+    /// Shared settings and cluster.
+    pub shared: Arc<Shared>,
+    /// The current call's stack; `None` outside a framework callback (e.g. in the first `_start`).
+    pub stack: Option<CallStack>,
+    /// Captured stdout and stderr, reset after every call.
+    pub out: Vec<u8>,
+    /// WASI clocks and random.
+    pub wasi: WasiState,
+    /// The instance name (`1`, `2`, ...), as wazero's module name.
+    pub name: String,
+}

@@ -1,0 +1,238 @@
+//! [`KsweEngine`]: the replay's [`Engine`] over a KSWE guest that imports `sharing-affinity.dra/v1`
+//! (our plugin built with `--features scheduler-abi`).
+//!
+//! Objects go into the host's store; the guest pulls them through the change feed at PreFilter.
+//! Reserve returns the pending allocations the guest signalled, Bind runs Permit (if exported),
+//! PreBind, Bind, the default binder and PostBind and returns the allocations written at PreBind.
+//!
+//! Traps: the engine uses [`TrapPolicy::Replace`], so a trapped instance is dropped and the next
+//! call gets a fresh one, whose state comes back from the feed (a full resync on its first pull).
+//! When that happens mid-cycle, the engine re-runs PreFilter for the current pod before the next
+//! hook, so the cycle state is restored too.
+
+use sharing_affinity_core::object::Object;
+use sharing_affinity_core::plugin::ClaimAllocation;
+use sharing_affinity_core::{Code, Status};
+
+use super::abi::{KsweStatus, code};
+use super::context::DraWrite;
+use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, TrapPolicy};
+use super::store::Change;
+use crate::engine::Engine;
+
+/// The KSWE engine. See the module docs.
+pub struct KsweEngine {
+    host: KsweHost,
+    pod: Option<PreparedPod>,
+    restore: bool,
+}
+
+/// Maps a raw KSWE status to the core's: 0, 2 and 3 keep their meaning; every other code
+/// (1, Wait, Skip, Pending, out-of-range values) becomes `Error` naming the code.
+pub fn to_status(status: &KsweStatus) -> Status {
+    match status.code {
+        code::SUCCESS => Status::new(Code::Success, status.reason.clone()),
+        code::UNSCHEDULABLE => Status::unschedulable(status.reason.clone()),
+        code::UNSCHEDULABLE_AND_UNRESOLVABLE => Status::unresolvable(status.reason.clone()),
+        code::ERROR => Status::error(status.reason.clone()),
+        other => Status::error(format!("unexpected status code {other}: {}", status.reason)),
+    }
+}
+
+fn allocations(writes: Vec<DraWrite>) -> Vec<ClaimAllocation> {
+    writes
+        .into_iter()
+        .map(|w| ClaimAllocation {
+            claim: w.claim,
+            allocation: w.allocation,
+        })
+        .collect()
+}
+
+fn host_error(err: wasmtime::Error) -> Status {
+    Status::error(format!("kswe host: {err:#}"))
+}
+
+impl KsweEngine {
+    /// Loads the guest with its `guestConfig` (the plugin's JSON configuration).
+    pub fn new(wasm: &[u8], guest_config: &str) -> wasmtime::Result<KsweEngine> {
+        let config = KsweConfig {
+            guest_config: guest_config.to_string(),
+            dra_extension: true,
+            trap_policy: TrapPolicy::Replace,
+            ..KsweConfig::default()
+        };
+        Ok(KsweEngine {
+            host: KsweModule::new(wasm)?.host(config)?,
+            pod: None,
+            restore: false,
+        })
+    }
+
+    /// The underlying host (store, logs, pool).
+    pub fn host(&mut self) -> &mut KsweHost {
+        &mut self.host
+    }
+
+    fn current(&self, hook: &str) -> Result<PreparedPod, Status> {
+        self.pod
+            .clone()
+            .ok_or_else(|| Status::error(format!("{hook} called before prefilter")))
+    }
+
+    /// Notes a trapped call; re-runs PreFilter first if an earlier call trapped.
+    fn before(&mut self, hook: &str) -> Result<PreparedPod, Status> {
+        let pod = self.current(hook)?;
+        if self.restore {
+            self.restore = false;
+            let (_, status) = self.host.prefilter(&pod).map_err(host_error)?;
+            self.after(&status);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+        }
+        Ok(pod)
+    }
+
+    fn after(&mut self, status: &KsweStatus) {
+        self.restore |= status.trapped;
+    }
+}
+
+impl Engine for KsweEngine {
+    fn name(&self) -> &'static str {
+        "kswe"
+    }
+
+    fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>> {
+        let mut cluster = self.host.cluster();
+        Ok(objects
+            .iter()
+            .filter_map(|o| cluster.store.apply(Change::Add, o.clone()).err())
+            .collect())
+    }
+
+    fn prefilter(&mut self, pod: &str) -> Status {
+        self.restore = false;
+        let found = self.host.cluster().store.pod(pod).cloned();
+        let Some(found) = found else {
+            return Status::error(format!("Pod {pod}: not found"));
+        };
+        let prepared = match PreparedPod::new(&found) {
+            Ok(p) => p,
+            Err(e) => return Status::error(e.to_string()),
+        };
+        self.pod = Some(prepared.clone());
+        match self.host.prefilter(&prepared) {
+            Ok((_, status)) => to_status(&status),
+            Err(e) => host_error(e),
+        }
+    }
+
+    fn filter(&mut self, node: &str) -> Status {
+        let pod = match self.before("filter") {
+            Ok(p) => p,
+            Err(s) => return s,
+        };
+        match self.host.filter(&pod, node) {
+            Ok(status) => {
+                self.after(&status);
+                to_status(&status)
+            }
+            Err(e) => host_error(e),
+        }
+    }
+
+    fn score(&mut self, node: &str) -> Result<u32, Status> {
+        let pod = self.before("score")?;
+        let (score, status) = self.host.score(&pod, node).map_err(host_error)?;
+        self.after(&status);
+        if !status.is_success() {
+            return Err(to_status(&status));
+        }
+        u32::try_from(score)
+            .ok()
+            .filter(|s| *s <= 100)
+            .ok_or_else(|| Status::error(format!("score {score} for node {node} is outside [0, 100]")))
+    }
+
+    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        let pod = self.before("reserve")?;
+        let (status, pending) = self.host.reserve(&pod, node).map_err(host_error)?;
+        self.after(&status);
+        if !status.is_success() {
+            return Err(to_status(&status));
+        }
+        Ok(allocations(pending))
+    }
+
+    fn unreserve(&mut self, node: &str) {
+        let Ok(pod) = self.before("unreserve") else { return };
+        // A failed Unreserve is only logged upstream; the host keeps the log record.
+        if let Ok(Some(_)) = self.host.unreserve(&pod, node) {
+            self.restore = true;
+        }
+    }
+
+    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        let pod = self.before("bind")?;
+        let mask = self.host.mask();
+        if mask.permit {
+            let (status, _) = self.host.permit(&pod, node).map_err(host_error)?;
+            self.after(&status);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+        }
+        let mut written = Vec::new();
+        if mask.bind {
+            let (status, allocations) = self.host.prebind(&pod, node).map_err(host_error)?;
+            self.after(&status);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+            written = allocations;
+            let status = self.host.bind(&pod, node).map_err(host_error)?;
+            self.after(&status);
+            if status.code != code::SUCCESS && status.code != code::SKIP {
+                return Err(to_status(&status));
+            }
+        }
+        let key = super::store::pod_key(&pod.pod);
+        self.host
+            .cluster()
+            .store
+            .bind_pod(&key, node)
+            .map_err(Status::error)?;
+        if mask.bind {
+            let _ = self.host.postbind(&pod, node).map_err(host_error)?;
+        }
+        Ok(allocations(written))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn assert_send<T: Send>() {}
+
+    #[test]
+    fn engine_is_send_and_codes_map_as_documented() {
+        assert_send::<KsweEngine>();
+        for (code, expected, msg) in [
+            (0, Code::Success, "success"),
+            (1, Code::Error, "error"),
+            (2, Code::Unschedulable, "unschedulable"),
+            (3, Code::UnschedulableAndUnresolvable, "unresolvable"),
+            (5, Code::Error, "skip has no core meaning"),
+            (i32::MIN, Code::Error, "garbage"),
+        ] {
+            assert_eq!(to_status(&KsweStatus::new(code, "r")).code, expected, "{msg}");
+        }
+        assert_eq!(
+            to_status(&KsweStatus::new(5, "r")).reason,
+            "unexpected status code 5: r"
+        );
+    }
+}

@@ -1,0 +1,194 @@
+//! One guest instance (a wasmtime `Store` + `Instance`) and the factory that creates them the way
+//! upstream `newGuest` does: a unique name from a counter, `_start` run once, its output captured,
+//! `proc_exit(0)` in `_start` closing the instance silently.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use wasmtime::{Engine, Func, Instance, Linker, Module, Store, Val};
+
+use super::abi::{EXPORT_START, Export, Ret};
+use super::context::{CallStack, GuestData, Shared, WasiState};
+use super::trap::{DebugInfo, ProcExit, decorate};
+
+/// What a call produced.
+#[derive(Debug)]
+pub enum Raw {
+    /// The export returned: `None` for `() -> ()`, the `i32` sign-extended or the `i64`.
+    Value(Option<i64>),
+    /// The call failed; the decorated message (`wasm: <fn> error: ...`).
+    Failed(String),
+}
+
+/// A live guest instance.
+pub struct Guest {
+    store: Store<GuestData>,
+    instance: Instance,
+    funcs: HashMap<Export, Func>,
+    /// Set when the instance exited (`proc_exit`): later calls fail.
+    closed: Option<u32>,
+}
+
+impl Guest {
+    /// Whether the instance exports `export`.
+    pub fn has(&self, export: Export) -> bool {
+        self.funcs.contains_key(&export)
+    }
+
+    /// The instance name (`1`, `2`, ...).
+    pub fn name(&self) -> &str {
+        &self.store.data().name
+    }
+
+    /// Sets an exported mutable `i32` global (upstream tests' `SetGlobals`). Returns false when
+    /// there is no such global.
+    pub fn set_global(&mut self, name: &str, value: i32) -> bool {
+        match self.instance.get_global(&mut self.store, name) {
+            Some(g) => g.set(&mut self.store, Val::I32(value)).is_ok(),
+            None => false,
+        }
+    }
+
+    /// Calls an export with the given stack; returns the result and the stack (with the results the
+    /// guest set). The captured output is reset after the call, as upstream's `defer g.out.Reset()`.
+    pub fn call(&mut self, export: Export, stack: CallStack, info: &DebugInfo) -> (Raw, CallStack) {
+        if let Some(code) = self.closed {
+            return (
+                Raw::Failed(decorate(b"", export.name(), &ProcExit(code).to_string())),
+                stack,
+            );
+        }
+        let Some(func) = self.funcs.get(&export).copied() else {
+            return (
+                Raw::Failed(decorate(b"", export.name(), "function not exported")),
+                stack,
+            );
+        };
+        self.store.data_mut().stack = Some(stack);
+        let result = match export.ret() {
+            Ret::Unit => func
+                .typed::<(), ()>(&self.store)
+                .and_then(|f| f.call(&mut self.store, ()))
+                .map(|()| None),
+            Ret::I32 => func
+                .typed::<(), i32>(&self.store)
+                .and_then(|f| f.call(&mut self.store, ()))
+                .map(|v| Some(i64::from(v))),
+            Ret::I64 => func
+                .typed::<(), i64>(&self.store)
+                .and_then(|f| f.call(&mut self.store, ()))
+                .map(Some),
+        };
+        let data = self.store.data_mut();
+        let stack = data.stack.take().unwrap_or_default();
+        let out = std::mem::take(&mut data.out);
+        match result {
+            Ok(v) => (Raw::Value(v), stack),
+            Err(err) => {
+                if let Some(exit) = err.downcast_ref::<ProcExit>() {
+                    self.closed = Some(exit.0);
+                }
+                (
+                    Raw::Failed(decorate(&out, export.name(), &info.describe(&err))),
+                    stack,
+                )
+            }
+        }
+    }
+}
+
+/// Creates guest instances.
+pub struct Factory {
+    /// The engine.
+    pub engine: Engine,
+    /// The compiled guest.
+    pub module: Module,
+    /// The linker with the host modules the guest imports.
+    pub linker: Linker<GuestData>,
+    /// Names and signatures for stack traces.
+    pub info: Arc<DebugInfo>,
+    /// Settings and cluster.
+    pub shared: Arc<Shared>,
+    /// Instances created so far (the next name is `counter + 1`).
+    pub counter: u64,
+}
+
+impl Factory {
+    /// `newGuest`: instantiates, runs `_start` with `stack` visible to host functions (upstream
+    /// passes the caller's context, so a lazily created instance sees the current call's stack),
+    /// and returns the instance with the stack. Errors are `wasm: instantiate error: ...`.
+    pub fn new_guest(&mut self, stack: Option<CallStack>) -> (Result<Guest, String>, Option<CallStack>) {
+        self.counter += 1;
+        let name = self.counter.to_string();
+        let data = GuestData {
+            shared: self.shared.clone(),
+            stack,
+            out: Vec::new(),
+            wasi: WasiState::default(),
+            name: name.clone(),
+        };
+        let mut store = Store::new(&self.engine, data);
+        let instance = match self.linker.instantiate(&mut store, &self.module) {
+            Ok(i) => i,
+            Err(err) => {
+                let data = store.data_mut();
+                let (stack, out) = (data.stack.take(), std::mem::take(&mut data.out));
+                let described = self.info.describe(&err);
+                let msg = if err.downcast_ref::<wasmtime::Trap>().is_some() {
+                    format!("start function failed: {described}")
+                } else {
+                    described
+                };
+                return (Err(decorate(&out, "instantiate", &msg)), stack);
+            }
+        };
+        let mut closed = None;
+        if let Some(start) = instance.get_func(&mut store, EXPORT_START) {
+            let ty = start.ty(&store);
+            let result = if ty.params().len() != 0 {
+                Err(wasmtime::format_err!(
+                    "expected {} params, but passed 0",
+                    ty.params().len()
+                ))
+            } else {
+                let mut results = vec![Val::I32(0); ty.results().len()];
+                start.call(&mut store, &[], &mut results)
+            };
+            if let Err(err) = result {
+                let message = match err.downcast_ref::<ProcExit>() {
+                    Some(ProcExit(0)) => {
+                        // wazero: "Don't err on success"; the instance is closed.
+                        closed = Some(0);
+                        None
+                    }
+                    Some(exit) => Some(exit.to_string()),
+                    None => Some(format!(
+                        "module[{name}] function[{EXPORT_START}] failed: {}",
+                        self.info.describe(&err)
+                    )),
+                };
+                if let Some(message) = message {
+                    let data = store.data_mut();
+                    let (stack, out) = (data.stack.take(), std::mem::take(&mut data.out));
+                    return (Err(decorate(&out, "instantiate", &message)), stack);
+                }
+            }
+        }
+        let data = store.data_mut();
+        let stack = data.stack.take();
+        data.out.clear();
+        let funcs = Export::ALL
+            .into_iter()
+            .filter_map(|e| instance.get_func(&mut store, e.name()).map(|f| (e, f)))
+            .collect();
+        (
+            Ok(Guest {
+                store,
+                instance,
+                funcs,
+                closed,
+            }),
+            stack,
+        )
+    }
+}

@@ -1,0 +1,672 @@
+//! The host's versioned object store: the cluster state behind `k8s.io/api.node`, `currentPod` and
+//! the `sharing-affinity.dra/v1` change feed.
+//!
+//! Every change takes the next revision from one counter, as an API server's resourceVersion does,
+//! and is indexed by that revision, so [`ObjectStore::changes`] costs time in proportion to the
+//! changes since the caller's cursor, not to the cluster size. Deleted objects leave tombstones so
+//! a feed can report `DELETED`. Pending allocations (signalled at Reserve) overlay their claim's
+//! `status.allocation` in the feed, as upstream's assume cache does for other scheduling cycles.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use serde_json::Value;
+use sharing_affinity_core::model::{
+    AllocationResult, OwnerReference, Pod, PodResourceClaimStatus, ResourceClaim,
+    ResourceClaimConsumerReference,
+};
+use sharing_affinity_core::object::{Kind, Object, object_key};
+
+use super::proto;
+
+/// Distinguishes stores within one process, so a cursor from another store forces a resync.
+static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);
+
+/// How an object changes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Change {
+    /// Create, or replace an existing object.
+    Add,
+    /// Replace, or create a missing object.
+    Update,
+    /// Remove.
+    Delete,
+}
+
+/// Why the DRA extension refused a write. The discriminant is the `i32` the import returns.
+#[repr(i32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DraError {
+    /// No ResourceClaim with that `namespace/name`.
+    NotFound = 1,
+    /// The allocation JSON does not decode as a `resource.k8s.io/v1` AllocationResult.
+    Invalid = 2,
+    /// The claim is already allocated, with a different allocation.
+    Conflict = 3,
+    /// Called outside an extension point that has a current pod.
+    NoPod = 4,
+}
+
+#[derive(Clone, Debug)]
+struct Entry {
+    object: Object,
+    created: u64,
+    modified: u64,
+    /// The object as the feed shows it (with a pending allocation overlaid), rendered once.
+    json: String,
+}
+
+#[derive(Clone, Debug)]
+struct Tombstone {
+    created: u64,
+    deleted: u64,
+    json: String,
+}
+
+#[derive(Clone, Debug)]
+enum Slot {
+    Live((Kind, String)),
+    Deleted((Kind, String)),
+}
+
+/// A pending allocation: reserved by a pod, not yet written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Pending {
+    /// UID of the pod whose Reserve signalled it.
+    pub pod_uid: String,
+    /// The allocation.
+    pub allocation: AllocationResult,
+}
+
+/// The versioned store. See the module docs.
+#[derive(Debug)]
+pub struct ObjectStore {
+    epoch: u64,
+    revision: u64,
+    entries: BTreeMap<(Kind, String), Entry>,
+    tombstones: BTreeMap<(Kind, String), Tombstone>,
+    by_revision: BTreeMap<u64, Slot>,
+    pending: BTreeMap<String, Pending>,
+}
+
+impl Default for ObjectStore {
+    fn default() -> Self {
+        ObjectStore {
+            epoch: NEXT_EPOCH.fetch_add(1, Ordering::Relaxed),
+            revision: 0,
+            entries: BTreeMap::new(),
+            tombstones: BTreeMap::new(),
+            by_revision: BTreeMap::new(),
+            pending: BTreeMap::new(),
+        }
+    }
+}
+
+fn meta_mut(object: &mut Object) -> &mut sharing_affinity_core::model::ObjectMeta {
+    match object {
+        Object::Node(o) => &mut o.metadata,
+        Object::Pod(o) => &mut o.metadata,
+        Object::ResourceSlice(o) => &mut o.metadata,
+        Object::DeviceClass(o) => &mut o.metadata,
+        Object::ResourceClaim(o) => &mut o.metadata,
+        Object::ResourceClaimTemplate(o) => &mut o.metadata,
+    }
+}
+
+impl ObjectStore {
+    /// An empty store with a fresh epoch.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// The current revision (0 for an empty store).
+    pub fn revision(&self) -> u64 {
+        self.revision
+    }
+
+    /// Applies one change. The store sets `metadata.resourceVersion` to the change's revision.
+    /// Pods and Nodes must convert to protobuf (valid timestamps); a Delete of a missing object is
+    /// an error. Errors name the object.
+    pub fn apply(&mut self, change: Change, mut object: Object) -> Result<u64, String> {
+        let id = (object.kind(), object.key());
+        let label = format!("{} {}", id.0.as_str(), id.1);
+        if change == Change::Delete {
+            let Some(entry) = self.entries.remove(&id) else {
+                return Err(format!("{label}: delete of an object that does not exist"));
+            };
+            self.by_revision.remove(&entry.modified);
+            let rev = self.bump();
+            self.by_revision.insert(rev, Slot::Deleted(id.clone()));
+            self.tombstones.insert(
+                id,
+                Tombstone {
+                    created: entry.created,
+                    deleted: rev,
+                    json: entry.json,
+                },
+            );
+            return Ok(rev);
+        }
+        match &object {
+            Object::Pod(p) => proto::pod_to_proto(p).map(drop).map_err(|e| e.to_string())?,
+            Object::Node(n) => proto::node_to_proto(n).map(drop).map_err(|e| e.to_string())?,
+            _ => {}
+        }
+        let rev = self.bump();
+        meta_mut(&mut object).resource_version = rev.to_string();
+        let created = match self.entries.get(&id) {
+            Some(old) => {
+                self.by_revision.remove(&old.modified);
+                old.created
+            }
+            None => {
+                if let Some(t) = self.tombstones.remove(&id) {
+                    self.by_revision.remove(&t.deleted);
+                }
+                rev
+            }
+        };
+        let json = self.render(&object);
+        self.by_revision.insert(rev, Slot::Live(id.clone()));
+        self.entries.insert(
+            id,
+            Entry {
+                object,
+                created,
+                modified: rev,
+                json,
+            },
+        );
+        Ok(rev)
+    }
+
+    fn bump(&mut self) -> u64 {
+        self.revision += 1;
+        self.revision
+    }
+
+    fn render(&self, object: &Object) -> String {
+        let mut value = object.to_json();
+        if let Object::ResourceClaim(claim) = object
+            && claim.status.allocation.is_none()
+            && let Some(p) = self.pending.get(&object.key())
+            && let Ok(alloc) = serde_json::to_value(&p.allocation)
+            && let Some(map) = value.as_object_mut()
+        {
+            let status = map
+                .entry("status")
+                .or_insert_with(|| Value::Object(Default::default()));
+            if let Some(s) = status.as_object_mut() {
+                s.insert("allocation".into(), alloc);
+            }
+        }
+        value.to_string()
+    }
+
+    /// Re-renders an object after its view changed (pending set or cleared) and moves it to a new
+    /// revision, so feeds report it as `MODIFIED`.
+    fn touch(&mut self, id: &(Kind, String)) {
+        let Some(object) = self.entries.get(id).map(|e| e.object.clone()) else {
+            return;
+        };
+        let json = self.render(&object);
+        let rev = self.bump();
+        if let Some(entry) = self.entries.get_mut(id) {
+            self.by_revision.remove(&entry.modified);
+            entry.modified = rev;
+            entry.json = json;
+        }
+        self.by_revision.insert(rev, Slot::Live(id.clone()));
+    }
+
+    /// The object with that kind and key.
+    pub fn get(&self, kind: Kind, key: &str) -> Option<&Object> {
+        self.entries.get(&(kind, key.to_string())).map(|e| &e.object)
+    }
+
+    /// The pod `namespace/name`.
+    pub fn pod(&self, key: &str) -> Option<&Pod> {
+        match self.get(Kind::Pod, key) {
+            Some(Object::Pod(p)) => Some(p),
+            _ => None,
+        }
+    }
+
+    /// The pod with that UID.
+    pub fn pod_by_uid(&self, uid: &str) -> Option<&Pod> {
+        self.objects(Kind::Pod).find_map(|o| match o {
+            Object::Pod(p) if p.metadata.uid == uid => Some(&**p),
+            _ => None,
+        })
+    }
+
+    /// All objects of a kind, ordered by key.
+    pub fn objects(&self, kind: Kind) -> impl Iterator<Item = &Object> {
+        self.entries
+            .range((kind, String::new())..)
+            .take_while(move |(k, _)| k.0 == kind)
+            .map(|(_, e)| &e.object)
+    }
+
+    /// Revision of the last change of an object.
+    pub fn modified(&self, kind: Kind, key: &str) -> Option<u64> {
+        self.entries.get(&(kind, key.to_string())).map(|e| e.modified)
+    }
+
+    /// Sets `spec.nodeName` of a pod (what the default binder's API call does).
+    pub fn bind_pod(&mut self, key: &str, node: &str) -> Result<u64, String> {
+        let Some(Object::Pod(pod)) = self.get(Kind::Pod, key).cloned() else {
+            return Err(format!("Pod {key}: not found"));
+        };
+        let mut pod = pod;
+        pod.spec.node_name = node.to_string();
+        self.apply(Change::Update, Object::Pod(pod))
+    }
+
+    /// The claim a pod's `spec.resourceClaims` entry generates from its template when the claim
+    /// does not exist yet: named `<pod>-<entry>` (the convention the core uses), with the
+    /// template's metadata and spec and the pod as controlling owner. Returns the entry name and
+    /// the claim; `None` when `claim` is no such claim of the pod or the template is missing.
+    pub fn generated_claim(&self, claim: &str, pod: &Pod) -> Option<(String, ResourceClaim)> {
+        let ns = &pod.metadata.namespace;
+        pod.spec.resource_claims.iter().find_map(|entry| {
+            let template = entry.resource_claim_template_name.as_ref()?;
+            let name = format!("{}-{}", pod.metadata.name, entry.name);
+            let done = pod
+                .status
+                .resource_claim_statuses
+                .iter()
+                .any(|s| s.name == entry.name);
+            if object_key(ns, &name) != claim || done {
+                return None;
+            }
+            let Some(Object::ResourceClaimTemplate(t)) =
+                self.get(Kind::ResourceClaimTemplate, &object_key(ns, template))
+            else {
+                return None;
+            };
+            let mut c = ResourceClaim {
+                metadata: t.spec.metadata.clone(),
+                ..ResourceClaim::default()
+            };
+            c.metadata.name = name;
+            c.metadata.namespace = ns.clone();
+            c.metadata.owner_references = vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+                controller: Some(true),
+            }];
+            c.spec = t.spec.spec.clone();
+            Some((entry.name.clone(), c))
+        })
+    }
+
+    /// Records a pending allocation for a claim (Reserve). Replaces an earlier pending allocation.
+    /// A claim the pod will generate from a template is accepted before it exists.
+    pub fn set_pending(
+        &mut self,
+        claim: &str,
+        pod: &Pod,
+        allocation: AllocationResult,
+    ) -> Result<(), DraError> {
+        let id = (Kind::ResourceClaim, claim.to_string());
+        match self.entries.get(&id).map(|e| &e.object) {
+            Some(Object::ResourceClaim(c)) => {
+                if c.status.allocation.as_ref().is_some_and(|a| *a != allocation) {
+                    return Err(DraError::Conflict);
+                }
+            }
+            _ if self.generated_claim(claim, pod).is_some() => {}
+            _ => return Err(DraError::NotFound),
+        }
+        let pending = Pending {
+            pod_uid: pod.metadata.uid.clone(),
+            allocation,
+        };
+        self.pending.insert(claim.to_string(), pending);
+        self.touch(&id);
+        Ok(())
+    }
+
+    /// The pending allocations, by claim key.
+    pub fn pending(&self) -> &BTreeMap<String, Pending> {
+        &self.pending
+    }
+
+    /// Drops the pending allocations of a pod (Unreserve); returns the claims affected.
+    pub fn clear_pending_for_pod(&mut self, pod_uid: &str) -> Vec<String> {
+        let claims: Vec<String> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| p.pod_uid == pod_uid)
+            .map(|(k, _)| k.clone())
+            .collect();
+        for claim in &claims {
+            self.pending.remove(claim);
+            self.touch(&(Kind::ResourceClaim, claim.clone()));
+        }
+        claims
+    }
+
+    /// Writes `status.allocation` of a claim and adds the pod to `status.reservedFor` (PreBind).
+    /// Writing the same allocation again is a no-op apart from `reservedFor`. A claim the pod
+    /// generates from a template is created first (what the resourceclaim controller does), and
+    /// the pod's `status.resourceClaimStatuses` then names it.
+    pub fn write_allocation(
+        &mut self,
+        claim: &str,
+        pod: &Pod,
+        allocation: AllocationResult,
+    ) -> Result<u64, DraError> {
+        let id = (Kind::ResourceClaim, claim.to_string());
+        if !self.entries.contains_key(&id) {
+            let stored = self.pod(&pod_key(pod)).cloned();
+            let source = stored.clone().unwrap_or_else(|| pod.clone());
+            let Some((entry, generated)) = self.generated_claim(claim, &source) else {
+                return Err(DraError::NotFound);
+            };
+            let name = generated.metadata.name.clone();
+            self.apply(Change::Add, Object::ResourceClaim(Box::new(generated)))
+                .map_err(|_| DraError::Invalid)?;
+            if let Some(mut updated) = stored {
+                let status = PodResourceClaimStatus {
+                    name: entry,
+                    resource_claim_name: Some(name),
+                };
+                updated.status.resource_claim_statuses.push(status);
+                self.apply(Change::Update, Object::Pod(Box::new(updated)))
+                    .map_err(|_| DraError::Invalid)?;
+            }
+        }
+        let Some(Object::ResourceClaim(c)) = self.entries.get(&id).map(|e| e.object.clone()) else {
+            return Err(DraError::NotFound);
+        };
+        let mut c = c;
+        if c.status.allocation.as_ref().is_some_and(|a| *a != allocation) {
+            return Err(DraError::Conflict);
+        }
+        c.status.allocation = Some(allocation);
+        if !c
+            .status
+            .reserved_for
+            .iter()
+            .any(|r| r.uid == pod.metadata.uid && r.resource == "pods")
+        {
+            c.status.reserved_for.push(ResourceClaimConsumerReference {
+                api_group: String::new(),
+                resource: "pods".into(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+            });
+        }
+        self.pending.remove(claim);
+        self.apply(Change::Update, Object::ResourceClaim(c))
+            .map_err(|_| DraError::Invalid)
+    }
+
+    /// The change feed document for a cursor (see `docs/kswe-dra-extension.md`): every object
+    /// changed after the cursor, in revision order. An empty, foreign or future cursor gets a
+    /// resync: all live objects as `ADDED`, with `"resync":true`.
+    pub fn changes(&self, cursor: &str) -> String {
+        let since = self.parse_cursor(cursor);
+        let mut doc = String::with_capacity(256);
+        let _ = write!(
+            doc,
+            "{{\"cursor\":\"{}.{}\",\"resync\":{},\"events\":[",
+            self.epoch,
+            self.revision,
+            since.is_none()
+        );
+        let mut first = true;
+        let mut push = |doc: &mut String, kind: &str, json: &str| {
+            if !first {
+                doc.push(',');
+            }
+            first = false;
+            let _ = write!(doc, "{{\"type\":\"{kind}\",\"object\":{json}}}");
+        };
+        for slot in self.by_revision.range(since.unwrap_or(0) + 1..).map(|(_, s)| s) {
+            match slot {
+                Slot::Live(id) => {
+                    let e = &self.entries[id];
+                    let kind = match since {
+                        Some(c) if e.created <= c => "MODIFIED",
+                        _ => "ADDED",
+                    };
+                    push(&mut doc, kind, &e.json);
+                }
+                Slot::Deleted(id) => {
+                    let t = &self.tombstones[id];
+                    if since.is_some_and(|c| t.created <= c) {
+                        push(&mut doc, "DELETED", &t.json);
+                    }
+                }
+            }
+        }
+        doc.push_str("]}");
+        doc
+    }
+
+    fn parse_cursor(&self, cursor: &str) -> Option<u64> {
+        let (epoch, rev) = cursor.split_once('.')?;
+        let rev: u64 = rev.parse().ok()?;
+        (epoch.parse::<u64>().ok()? == self.epoch && rev <= self.revision).then_some(rev)
+    }
+}
+
+/// `namespace/name` of a pod.
+pub fn pod_key(pod: &Pod) -> String {
+    object_key(&pod.metadata.namespace, &pod.metadata.name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sharing_affinity_core::object::parse_objects;
+
+    fn obj(json: &str) -> Object {
+        parse_objects(json).unwrap().objects.remove(0)
+    }
+
+    fn claim(name: &str) -> Object {
+        obj(&format!(
+            r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{{"name":"{name}","namespace":"ns"}}}}"#
+        ))
+    }
+
+    fn events(doc: &str) -> Vec<(String, String)> {
+        let v: Value = serde_json::from_str(doc).unwrap();
+        v["events"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|e| {
+                (
+                    e["type"].as_str().unwrap().to_string(),
+                    e["object"]["metadata"]["name"].as_str().unwrap().to_string(),
+                )
+            })
+            .collect()
+    }
+
+    fn cursor(doc: &str) -> String {
+        serde_json::from_str::<Value>(doc).unwrap()["cursor"]
+            .as_str()
+            .unwrap()
+            .to_string()
+    }
+
+    #[test]
+    fn feed_reports_added_modified_deleted_since_cursor() {
+        let mut s = ObjectStore::new();
+        s.apply(Change::Add, claim("a")).unwrap();
+        s.apply(Change::Add, claim("b")).unwrap();
+        let first = s.changes("");
+        assert_eq!(
+            events(&first),
+            [("ADDED".into(), "a".into()), ("ADDED".into(), "b".into())]
+        );
+        assert!(first.contains("\"resync\":true"), "empty cursor is a resync");
+        let c1 = cursor(&first);
+        assert_eq!(events(&s.changes(&c1)), []);
+        s.apply(Change::Update, claim("a")).unwrap();
+        s.apply(Change::Add, claim("c")).unwrap();
+        s.apply(Change::Delete, claim("b")).unwrap();
+        let second = s.changes(&c1);
+        assert!(second.contains("\"resync\":false"));
+        assert_eq!(
+            events(&second),
+            [
+                ("MODIFIED".into(), "a".into()),
+                ("ADDED".into(), "c".into()),
+                ("DELETED".into(), "b".into())
+            ]
+        );
+        // An object created and deleted after the cursor is not reported at all.
+        let c2 = cursor(&second);
+        s.apply(Change::Add, claim("tmp")).unwrap();
+        s.apply(Change::Delete, claim("tmp")).unwrap();
+        assert_eq!(events(&s.changes(&c2)), []);
+    }
+
+    #[test]
+    fn foreign_or_garbage_cursor_forces_resync() {
+        let mut s = ObjectStore::new();
+        s.apply(Change::Add, claim("a")).unwrap();
+        let other = ObjectStore::new();
+        for (c, msg) in [
+            ("garbage", "garbage"),
+            ("999.1", "foreign epoch"),
+            (&format!("{}.99", s.epoch)[..], "future"),
+        ] {
+            let doc = s.changes(c);
+            assert!(doc.contains("\"resync\":true"), "{msg}");
+            assert_eq!(events(&doc).len(), 1, "{msg}");
+        }
+        drop(other);
+    }
+
+    #[test]
+    fn resource_version_is_the_revision_and_delete_of_missing_fails() {
+        let mut s = ObjectStore::new();
+        let rev = s.apply(Change::Add, claim("a")).unwrap();
+        match s.get(Kind::ResourceClaim, "ns/a").unwrap() {
+            Object::ResourceClaim(c) => assert_eq!(c.metadata.resource_version, rev.to_string()),
+            other => panic!("unexpected {other:?}"),
+        }
+        let err = s.apply(Change::Delete, claim("zz")).unwrap_err();
+        assert!(err.contains("ResourceClaim ns/zz"), "{err}");
+    }
+
+    #[test]
+    fn pending_overlays_the_feed_and_unreserve_reverts_it() {
+        let mut s = ObjectStore::new();
+        s.apply(Change::Add, claim("a")).unwrap();
+        let c = cursor(&s.changes(""));
+        let alloc: AllocationResult = serde_json::from_str(r#"{"devices":{"results":[]}}"#).unwrap();
+        let pod: Pod =
+            serde_json::from_str(r#"{"metadata":{"name":"p","namespace":"ns","uid":"u1"}}"#).unwrap();
+        assert_eq!(
+            s.set_pending("ns/zz", &pod, alloc.clone()),
+            Err(DraError::NotFound)
+        );
+        s.set_pending("ns/a", &pod, alloc.clone()).unwrap();
+        let doc = s.changes(&c);
+        assert_eq!(events(&doc), [("MODIFIED".into(), "a".into())]);
+        assert!(doc.contains("\"allocation\""), "{doc}");
+        let c = cursor(&doc);
+        assert_eq!(s.clear_pending_for_pod("u1"), ["ns/a"]);
+        let doc = s.changes(&c);
+        assert_eq!(events(&doc), [("MODIFIED".into(), "a".into())]);
+        assert!(!doc.contains("\"allocation\""), "{doc}");
+    }
+
+    #[test]
+    fn write_allocation_sets_status_and_reserved_for_and_detects_conflicts() {
+        let mut s = ObjectStore::new();
+        s.apply(Change::Add, claim("a")).unwrap();
+        let pod: Pod =
+            serde_json::from_str(r#"{"metadata":{"name":"p","namespace":"ns","uid":"u1"}}"#).unwrap();
+        let a1: AllocationResult = serde_json::from_str(
+            r#"{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x"}]}}"#,
+        )
+        .unwrap();
+        let a2: AllocationResult = serde_json::from_str(r#"{"devices":{"results":[]}}"#).unwrap();
+        s.write_allocation("ns/a", &pod, a1.clone()).unwrap();
+        s.write_allocation("ns/a", &pod, a1.clone()).unwrap();
+        match s.get(Kind::ResourceClaim, "ns/a").unwrap() {
+            Object::ResourceClaim(c) => {
+                assert_eq!(c.status.allocation.as_ref(), Some(&a1));
+                assert_eq!(c.status.reserved_for.len(), 1, "the pod is added once");
+                assert_eq!(c.status.reserved_for[0].uid, "u1");
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        assert_eq!(s.write_allocation("ns/a", &pod, a2), Err(DraError::Conflict));
+        assert_eq!(s.write_allocation("ns/b", &pod, a1), Err(DraError::NotFound));
+    }
+
+    #[test]
+    fn pods_with_bad_timestamps_are_rejected_naming_the_field() {
+        let mut s = ObjectStore::new();
+        let pod = obj(
+            r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","creationTimestamp":"soon"}}"#,
+        );
+        let err = s.apply(Change::Add, pod).unwrap_err();
+        assert!(
+            err.contains("Pod ns/p") && err.contains("metadata.creationTimestamp"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn template_claims_are_created_on_write_and_named_in_the_pod_status() {
+        let mut s = ObjectStore::new();
+        s.apply(
+            Change::Add,
+            obj(r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate","metadata":{"name":"t","namespace":"ns"},
+                "spec":{"metadata":{"labels":{"l":"v"}},"spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"c"}}]}}}}"#),
+        )
+        .unwrap();
+        s.apply(
+            Change::Add,
+            obj(
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1"},
+                "spec":{"resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"t"}]}}"#,
+            ),
+        )
+        .unwrap();
+        let pod = s.pod("ns/p").cloned().unwrap();
+        let alloc: AllocationResult = serde_json::from_str(r#"{"devices":{"results":[]}}"#).unwrap();
+        assert_eq!(
+            s.set_pending("ns/other", &pod, alloc.clone()),
+            Err(DraError::NotFound)
+        );
+        s.set_pending("ns/p-gpu", &pod, alloc.clone()).unwrap();
+        s.write_allocation("ns/p-gpu", &pod, alloc.clone()).unwrap();
+        match s.get(Kind::ResourceClaim, "ns/p-gpu") {
+            Some(Object::ResourceClaim(c)) => {
+                assert_eq!(
+                    c.metadata.labels.get("l").map(String::as_str),
+                    Some("v"),
+                    "template metadata"
+                );
+                assert_eq!(c.metadata.owner_references[0].uid, "u1");
+                assert_eq!(c.spec.devices.requests[0].name, "r");
+                assert_eq!(c.status.allocation.as_ref(), Some(&alloc));
+            }
+            other => panic!("unexpected {other:?}"),
+        }
+        let pod = s.pod("ns/p").unwrap();
+        assert_eq!(
+            pod.status.resource_claim_statuses[0]
+                .resource_claim_name
+                .as_deref(),
+            Some("p-gpu")
+        );
+        assert!(s.pending().is_empty());
+    }
+}

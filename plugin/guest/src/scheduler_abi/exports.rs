@@ -1,0 +1,132 @@
+//! The bodies of the KSWE exports: each borrows the guest state, calls the adapter, sends the
+//! reason and packs the result (`kswe-abi.md` §2.1). The exported symbols themselves are the
+//! `#[unsafe(no_mangle)]` shims in `imports.rs`.
+//!
+//! The state is created in `_start` (reading `get_config`); a configuration the core rejects is
+//! logged through klog and traps, so the scheduler fails to create the plugin, as upstream does for
+//! a failing `_start`. A hook that finds no state (a host that skipped `_start`) creates it then.
+
+use std::cell::RefCell;
+
+use sharing_affinity_core::plugin::Plugin;
+
+use super::adapter::{GuestState, Reply, log_error};
+use super::imports;
+
+thread_local! {
+    static STATE: RefCell<Option<GuestState<Plugin>>> = const { RefCell::new(None) };
+}
+
+/// Framework code Skip: Bind leaves binding to the default binder.
+const SKIP: i32 = 5;
+
+fn with_state(f: impl FnOnce(&mut GuestState<Plugin>) -> Reply) -> Reply {
+    STATE.with(|cell| {
+        let mut slot = cell.borrow_mut();
+        if slot.is_none() {
+            match GuestState::start() {
+                Ok(state) => *slot = Some(state),
+                Err(e) => return Reply { code: 1, reason: e },
+            }
+        }
+        match slot.as_mut() {
+            Some(state) => f(state),
+            None => Reply {
+                code: 1,
+                reason: "guest state missing".into(),
+            },
+        }
+    })
+}
+
+fn answer(reply: Reply) -> i32 {
+    if !reply.reason.is_empty() {
+        imports::set_status_reason(&reply.reason);
+    }
+    reply.code
+}
+
+/// `(hi << 32) | lo` with both halves as 32-bit words.
+pub fn pack(hi: i32, lo: i32) -> i64 {
+    (((hi as u32 as u64) << 32) | (lo as u32 as u64)) as i64
+}
+
+/// `_start`: creates the state; traps on a bad configuration after logging why.
+pub fn start() {
+    STATE.with(|cell| match GuestState::start() {
+        Ok(state) => *cell.borrow_mut() = Some(state),
+        Err(e) => {
+            log_error("sharing-affinity: cannot start", &[("error", &e)]);
+            panic!("sharing-affinity: cannot start: {e}");
+        }
+    });
+}
+
+/// `prefilter() -> i32`.
+pub fn prefilter() -> i32 {
+    answer(with_state(GuestState::prefilter))
+}
+
+/// `filter() -> i32`.
+pub fn filter() -> i32 {
+    answer(with_state(GuestState::filter))
+}
+
+/// `score() -> i64`: high word the score, low word the code.
+pub fn score() -> i64 {
+    let mut score = 0;
+    let code = answer(with_state(|s| {
+        let (value, reply) = s.score();
+        score = value;
+        reply
+    }));
+    pack(score as i32, code)
+}
+
+/// `reserve() -> i32`.
+pub fn reserve() -> i32 {
+    answer(with_state(GuestState::reserve))
+}
+
+/// `unreserve()`.
+pub fn unreserve() {
+    with_state(|s| {
+        s.unreserve();
+        Reply {
+            code: 0,
+            reason: String::new(),
+        }
+    });
+}
+
+/// `prebind() -> i32`.
+pub fn prebind() -> i32 {
+    answer(with_state(GuestState::prebind))
+}
+
+/// `bind() -> i32`: Skip. The guest exports `bind` only because upstream's `maskInterfaces`
+/// gives the plugin PreBind only together with Bind; binding itself stays with the default binder.
+pub fn bind() -> i32 {
+    SKIP
+}
+
+/// `postbind()`: nothing to do. Exported so that upstream frees the binding instance.
+pub fn postbind() {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn packing_puts_the_first_value_in_the_high_word() {
+        for (hi, lo) in [(100, 0), (0, 3), (i32::MIN, i32::MAX), (-1, 1)] {
+            let v = pack(hi, lo);
+            assert_eq!(((v >> 32) as i32, v as i32), (hi, lo));
+        }
+    }
+
+    #[test]
+    fn bind_skips_to_the_default_binder() {
+        assert_eq!(bind(), SKIP);
+    }
+}

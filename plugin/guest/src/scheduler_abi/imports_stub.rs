@@ -1,0 +1,111 @@
+//! Native stand-ins for `imports.rs` (same wrappers, no `unsafe`), so the adapter builds and is
+//! tested on the host. They follow the KSWE host protocol over a thread-local [`FakeHost`] that
+//! tests fill and inspect. There are no exported symbols natively.
+
+use std::cell::RefCell;
+
+/// What the fake host offers and what the guest sent it.
+#[derive(Clone, Debug, Default)]
+pub struct FakeHost {
+    /// `get_config`.
+    pub config: String,
+    /// `currentPod` bytes.
+    pub pod: Vec<u8>,
+    /// `currentNodeName`.
+    pub node: String,
+    /// `klog.severity`.
+    pub severity: i32,
+    /// The feed document `changes` returns.
+    pub feed: String,
+    /// Cursors the guest sent to `changes`, one per call (retries included).
+    pub cursors: Vec<String>,
+    /// `result.status_reason` calls.
+    pub reasons: Vec<String>,
+    /// `logs` calls: severity, message, key/value strings.
+    pub logs: Vec<(i32, String, Vec<String>)>,
+    /// Accepted `allocation` calls: claim, JSON.
+    pub allocations: Vec<(String, String)>,
+    /// Accepted `pending_allocation` calls: claim, JSON.
+    pub pending: Vec<(String, String)>,
+    /// The code `allocation` and `pending_allocation` return (0 = accepted).
+    pub write_result: i32,
+}
+
+thread_local! {
+    static HOST: RefCell<FakeHost> = RefCell::new(FakeHost::default());
+}
+
+/// Runs `f` on this thread's fake host.
+pub fn with_host<R>(f: impl FnOnce(&mut FakeHost) -> R) -> R {
+    HOST.with(|h| f(&mut h.borrow_mut()))
+}
+
+fn offer(value: &[u8], buf: &mut [u8]) -> usize {
+    if value.len() <= buf.len() {
+        buf[..value.len()].copy_from_slice(value);
+    }
+    value.len()
+}
+
+/// `get_config`.
+pub fn get_config(buf: &mut [u8]) -> usize {
+    with_host(|h| offer(h.config.as_bytes(), buf))
+}
+
+/// `currentPod`.
+pub fn current_pod(buf: &mut [u8]) -> usize {
+    with_host(|h| offer(&h.pod, buf))
+}
+
+/// `currentNodeName`.
+pub fn current_node_name(buf: &mut [u8]) -> usize {
+    with_host(|h| offer(h.node.as_bytes(), buf))
+}
+
+/// `result.status_reason`.
+pub fn set_status_reason(reason: &str) {
+    with_host(|h| h.reasons.push(reason.to_string()));
+}
+
+/// `klog.severity`.
+pub fn klog_severity() -> i32 {
+    with_host(|h| h.severity)
+}
+
+/// `klog.logs`.
+pub fn klog_logs(severity: i32, message: &str, kvs: &[u8]) {
+    let kvs = kvs
+        .split(|b| *b == 0)
+        .filter(|s| !s.is_empty())
+        .map(|s| String::from_utf8_lossy(s).into_owned())
+        .collect();
+    with_host(|h| h.logs.push((severity, message.to_string(), kvs)));
+}
+
+/// `changes`.
+pub fn dra_changes(cursor: &str, buf: &mut [u8]) -> usize {
+    with_host(|h| {
+        h.cursors.push(cursor.to_string());
+        offer(h.feed.as_bytes(), buf)
+    })
+}
+
+/// `allocation`.
+pub fn dra_allocation(claim: &str, json: &str) -> i32 {
+    with_host(|h| {
+        if h.write_result == 0 {
+            h.allocations.push((claim.to_string(), json.to_string()));
+        }
+        h.write_result
+    })
+}
+
+/// `pending_allocation`.
+pub fn dra_pending_allocation(claim: &str, json: &str) -> i32 {
+    with_host(|h| {
+        if h.write_result == 0 {
+            h.pending.push((claim.to_string(), json.to_string()));
+        }
+        h.write_result
+    })
+}

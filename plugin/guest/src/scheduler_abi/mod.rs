@@ -1,0 +1,33 @@
+//! The kube-scheduler-wasm-extension (KSWE) core module: our plugin as a KSWE guest.
+//!
+//! Built with `cargo build -p sharing-affinity-guest --target wasm32-unknown-unknown --profile wasm
+//! --features scheduler-abi`, the module exports `memory`, `_start`, `prefilter`, `filter`, `score`,
+//! `reserve`, `unreserve`, `prebind`, `bind` (always Skip) and `postbind` with the signatures of
+//! `reference/kswe-abi.md` §2.1 (no `normalizescore`), and imports `k8s.io/scheduler`
+//! (`get_config`, `currentPod`, `currentNodeName`, `result.status_reason`), `k8s.io/klog`
+//! (`severity`, `logs`) and the DRA extension `sharing-affinity.dra/v1` (`changes`, `allocation`,
+//! `pending_allocation`; see `docs/kswe-dra-extension.md`). No WASI.
+//!
+//! `bind` and `postbind` are exported although the plugin does not bind: upstream's
+//! `maskInterfaces` gives a plugin PreBind only together with Bind (a guest exporting `prebind`
+//! without `bind` never has it called), and a plugin with Bind but no `postbind` leaks one instance
+//! per bound pod. `bind` returns Skip, so the default binder binds.
+//!
+//! Layout: [`imports`] holds every `unsafe` (imports with safe wrappers, and the exported symbols),
+//! with a native stand-in under `cfg(not(target_arch = "wasm32"))`; [`mem`] the read buffer and
+//! retry protocol; [`proto`] the protobuf messages (shared with the host); [`feed`] the change
+//! feed document; [`adapter`] the decode → core → encode logic; [`exports`] the export bodies.
+
+pub mod adapter;
+pub mod exports;
+pub mod feed;
+#[cfg(target_arch = "wasm32")]
+pub mod imports;
+#[cfg(not(target_arch = "wasm32"))]
+#[path = "imports_stub.rs"]
+pub mod imports;
+pub mod mem;
+pub mod proto;
+
+#[cfg(test)]
+mod tests;

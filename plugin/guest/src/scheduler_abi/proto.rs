@@ -1,0 +1,612 @@
+//! Protobuf messages of the KSWE ABI: the subset of `k8s.io.api.core.v1` Pod, Node and NodeList
+//! (Kubernetes v1.33, proto2) that the sharing-affinity model carries, plus conversions from and to
+//! the serde model in `sharing_affinity_core::model`.
+//!
+//! This file is shared: the guest compiles it as `scheduler_abi::proto`, and the wasmtime host
+//! (`host/src/kswe/mod.rs`) includes the same file with `#[path]`, so both sides agree on field
+//! numbers by construction. Field numbers were checked against `core/v1/generated.proto` and
+//! `apimachinery/pkg/apis/meta/v1/generated.proto` at `v0.33.4`.
+//!
+//! Presence follows the gogo marshaller the upstream Go host uses: non-pointer Go fields (strings,
+//! `generation`, `creationTimestamp`, the `spec`/`status` structs) are always written, pointer fields
+//! only when set. Fields outside the model (containers, node status, ...) are not written; a guest
+//! decoding these bytes sees them as unset, exactly as proto2 readers skip unknown fields.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use sharing_affinity_core::model;
+
+/// `k8s.io.apimachinery.pkg.apis.meta.v1.Time` (seconds since the epoch, and nanos).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Time {
+    /// Seconds since 1970-01-01T00:00:00Z.
+    #[prost(int64, optional, tag = "1")]
+    pub seconds: Option<i64>,
+    /// Non-negative nanoseconds within the second.
+    #[prost(int32, optional, tag = "2")]
+    pub nanos: Option<i32>,
+}
+
+/// `meta.v1.OwnerReference`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct OwnerReference {
+    /// Kind of the owner.
+    #[prost(string, optional, tag = "1")]
+    pub kind: Option<String>,
+    /// Name of the owner.
+    #[prost(string, optional, tag = "3")]
+    pub name: Option<String>,
+    /// UID of the owner.
+    #[prost(string, optional, tag = "4")]
+    pub uid: Option<String>,
+    /// API version of the owner.
+    #[prost(string, optional, tag = "5")]
+    pub api_version: Option<String>,
+    /// Whether the owner is the managing controller.
+    #[prost(bool, optional, tag = "6")]
+    pub controller: Option<bool>,
+}
+
+/// `meta.v1.ObjectMeta` (subset).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ObjectMeta {
+    /// `metadata.name`.
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    /// `metadata.generateName` (always written empty: not modelled).
+    #[prost(string, optional, tag = "2")]
+    pub generate_name: Option<String>,
+    /// `metadata.namespace`.
+    #[prost(string, optional, tag = "3")]
+    pub namespace: Option<String>,
+    /// `metadata.selfLink` (always written empty: not modelled).
+    #[prost(string, optional, tag = "4")]
+    pub self_link: Option<String>,
+    /// `metadata.uid`.
+    #[prost(string, optional, tag = "5")]
+    pub uid: Option<String>,
+    /// `metadata.resourceVersion`.
+    #[prost(string, optional, tag = "6")]
+    pub resource_version: Option<String>,
+    /// `metadata.generation`.
+    #[prost(int64, optional, tag = "7")]
+    pub generation: Option<i64>,
+    /// `metadata.creationTimestamp`; an empty message when unset (Go's zero time).
+    #[prost(message, optional, tag = "8")]
+    pub creation_timestamp: Option<Time>,
+    /// `metadata.deletionTimestamp`.
+    #[prost(message, optional, tag = "9")]
+    pub deletion_timestamp: Option<Time>,
+    /// `metadata.labels`.
+    #[prost(btree_map = "string, string", tag = "11")]
+    pub labels: BTreeMap<String, String>,
+    /// `metadata.annotations`.
+    #[prost(btree_map = "string, string", tag = "12")]
+    pub annotations: BTreeMap<String, String>,
+    /// `metadata.ownerReferences`.
+    #[prost(message, repeated, tag = "13")]
+    pub owner_references: Vec<OwnerReference>,
+}
+
+/// `meta.v1.ListMeta` (subset; the host writes it empty, as upstream does for `nodeList`).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ListMeta {
+    /// `metadata.resourceVersion` of the list.
+    #[prost(string, optional, tag = "2")]
+    pub resource_version: Option<String>,
+}
+
+/// `core.v1.PodResourceClaim`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodResourceClaim {
+    /// Entry name inside the pod.
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    /// Name of an existing ResourceClaim.
+    #[prost(string, optional, tag = "3")]
+    pub resource_claim_name: Option<String>,
+    /// Name of a ResourceClaimTemplate.
+    #[prost(string, optional, tag = "4")]
+    pub resource_claim_template_name: Option<String>,
+}
+
+/// `core.v1.PodSpec` (subset).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodSpec {
+    /// `spec.nodeName`.
+    #[prost(string, optional, tag = "10")]
+    pub node_name: Option<String>,
+    /// `spec.schedulerName`.
+    #[prost(string, optional, tag = "19")]
+    pub scheduler_name: Option<String>,
+    /// `spec.resourceClaims`.
+    #[prost(message, repeated, tag = "39")]
+    pub resource_claims: Vec<PodResourceClaim>,
+}
+
+/// `core.v1.PodResourceClaimStatus`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodResourceClaimStatus {
+    /// The `spec.resourceClaims[].name` this status is for.
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    /// Name of the generated claim.
+    #[prost(string, optional, tag = "2")]
+    pub resource_claim_name: Option<String>,
+}
+
+/// `core.v1.PodStatus` (subset).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodStatus {
+    /// `status.resourceClaimStatuses`.
+    #[prost(message, repeated, tag = "15")]
+    pub resource_claim_statuses: Vec<PodResourceClaimStatus>,
+}
+
+/// `core.v1.Pod`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Pod {
+    /// `metadata`.
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    /// `spec`.
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<PodSpec>,
+    /// `status`.
+    #[prost(message, optional, tag = "3")]
+    pub status: Option<PodStatus>,
+}
+
+/// `core.v1.NodeSpec`: no field is modelled; written as an empty message.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeSpec {}
+
+/// `core.v1.NodeStatus`: no field is modelled; written as an empty message.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeStatus {}
+
+/// `core.v1.Node`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Node {
+    /// `metadata`.
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ObjectMeta>,
+    /// `spec`.
+    #[prost(message, optional, tag = "2")]
+    pub spec: Option<NodeSpec>,
+    /// `status`.
+    #[prost(message, optional, tag = "3")]
+    pub status: Option<NodeStatus>,
+}
+
+/// `core.v1.NodeList`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeList {
+    /// List metadata (empty).
+    #[prost(message, optional, tag = "1")]
+    pub metadata: Option<ListMeta>,
+    /// The nodes.
+    #[prost(message, repeated, tag = "2")]
+    pub items: Vec<Node>,
+}
+
+/// A model value that has no protobuf form: names the object and the field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConvertError {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// JSON path of the field.
+    pub field: &'static str,
+    /// What is wrong.
+    pub reason: String,
+}
+
+impl fmt::Display for ConvertError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: field {}: {}", self.object, self.field, self.reason)
+    }
+}
+
+impl std::error::Error for ConvertError {}
+
+// ---------------------------------------------------------------------------------------------
+// model -> protobuf (host side)
+// ---------------------------------------------------------------------------------------------
+
+fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, ConvertError> {
+    let time = |field: &'static str, text: &str| {
+        parse_rfc3339(text).map_err(|reason| ConvertError {
+            object: label.to_string(),
+            field,
+            reason,
+        })
+    };
+    let creation = if meta.creation_timestamp.is_empty() {
+        Time::default()
+    } else {
+        let (seconds, nanos) = time("metadata.creationTimestamp", &meta.creation_timestamp)?;
+        Time {
+            seconds: Some(seconds),
+            nanos: Some(nanos),
+        }
+    };
+    let deletion = match &meta.deletion_timestamp {
+        None => None,
+        Some(text) => {
+            let (seconds, nanos) = time("metadata.deletionTimestamp", text)?;
+            Some(Time {
+                seconds: Some(seconds),
+                nanos: Some(nanos),
+            })
+        }
+    };
+    Ok(ObjectMeta {
+        name: Some(meta.name.clone()),
+        generate_name: Some(String::new()),
+        namespace: Some(meta.namespace.clone()),
+        self_link: Some(String::new()),
+        uid: Some(meta.uid.clone()),
+        resource_version: Some(meta.resource_version.clone()),
+        generation: Some(meta.generation.unwrap_or(0)),
+        creation_timestamp: Some(creation),
+        deletion_timestamp: deletion,
+        labels: meta.labels.clone(),
+        annotations: meta.annotations.clone(),
+        owner_references: meta
+            .owner_references
+            .iter()
+            .map(|o| OwnerReference {
+                kind: Some(o.kind.clone()),
+                name: Some(o.name.clone()),
+                uid: Some(o.uid.clone()),
+                api_version: Some(o.api_version.clone()),
+                controller: o.controller,
+            })
+            .collect(),
+    })
+}
+
+/// Encodes a model Pod as the protobuf `core.v1.Pod` the Go host would send.
+pub fn pod_to_proto(pod: &model::Pod) -> Result<Pod, ConvertError> {
+    let label = format!("Pod {}", key(&pod.metadata));
+    Ok(Pod {
+        metadata: Some(meta_to_proto(&pod.metadata, &label)?),
+        spec: Some(PodSpec {
+            node_name: Some(pod.spec.node_name.clone()),
+            scheduler_name: Some(pod.spec.scheduler_name.clone()),
+            resource_claims: pod
+                .spec
+                .resource_claims
+                .iter()
+                .map(|c| PodResourceClaim {
+                    name: Some(c.name.clone()),
+                    resource_claim_name: c.resource_claim_name.clone(),
+                    resource_claim_template_name: c.resource_claim_template_name.clone(),
+                })
+                .collect(),
+        }),
+        status: Some(PodStatus {
+            resource_claim_statuses: pod
+                .status
+                .resource_claim_statuses
+                .iter()
+                .map(|s| PodResourceClaimStatus {
+                    name: Some(s.name.clone()),
+                    resource_claim_name: s.resource_claim_name.clone(),
+                })
+                .collect(),
+        }),
+    })
+}
+
+/// Encodes a model Node as the protobuf `core.v1.Node` the Go host would send.
+pub fn node_to_proto(node: &model::Node) -> Result<Node, ConvertError> {
+    let label = format!("Node {}", node.metadata.name);
+    Ok(Node {
+        metadata: Some(meta_to_proto(&node.metadata, &label)?),
+        spec: Some(NodeSpec {}),
+        status: Some(NodeStatus {}),
+    })
+}
+
+fn key(meta: &model::ObjectMeta) -> String {
+    if meta.namespace.is_empty() {
+        meta.name.clone()
+    } else {
+        format!("{}/{}", meta.namespace, meta.name)
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// protobuf -> model (guest side)
+// ---------------------------------------------------------------------------------------------
+
+fn meta_from_proto(meta: ObjectMeta) -> model::ObjectMeta {
+    let time = |t: Time| format_rfc3339(t.seconds.unwrap_or(0));
+    model::ObjectMeta {
+        name: meta.name.unwrap_or_default(),
+        namespace: meta.namespace.unwrap_or_default(),
+        uid: meta.uid.unwrap_or_default(),
+        labels: meta.labels,
+        annotations: meta.annotations,
+        // Go's zero time (an empty message) marshals to JSON null: leave the field unset.
+        creation_timestamp: meta
+            .creation_timestamp
+            .filter(|t| t.seconds.is_some())
+            .map(time)
+            .unwrap_or_default(),
+        resource_version: meta.resource_version.unwrap_or_default(),
+        generation: meta.generation.filter(|g| *g != 0),
+        owner_references: meta
+            .owner_references
+            .into_iter()
+            .map(|o| model::OwnerReference {
+                api_version: o.api_version.unwrap_or_default(),
+                kind: o.kind.unwrap_or_default(),
+                name: o.name.unwrap_or_default(),
+                uid: o.uid.unwrap_or_default(),
+                controller: o.controller,
+            })
+            .collect(),
+        deletion_timestamp: meta.deletion_timestamp.map(time),
+    }
+}
+
+/// Decodes the protobuf Pod into the model (fields outside the model are dropped).
+pub fn pod_from_proto(pod: Pod) -> model::Pod {
+    let spec = pod.spec.unwrap_or_default();
+    let status = pod.status.unwrap_or_default();
+    model::Pod {
+        metadata: meta_from_proto(pod.metadata.unwrap_or_default()),
+        spec: model::PodSpec {
+            node_name: spec.node_name.unwrap_or_default(),
+            scheduler_name: spec.scheduler_name.unwrap_or_default(),
+            resource_claims: spec
+                .resource_claims
+                .into_iter()
+                .map(|c| model::PodResourceClaim {
+                    name: c.name.unwrap_or_default(),
+                    resource_claim_name: c.resource_claim_name,
+                    resource_claim_template_name: c.resource_claim_template_name,
+                })
+                .collect(),
+        },
+        status: model::PodStatus {
+            resource_claim_statuses: status
+                .resource_claim_statuses
+                .into_iter()
+                .map(|s| model::PodResourceClaimStatus {
+                    name: s.name.unwrap_or_default(),
+                    resource_claim_name: s.resource_claim_name,
+                })
+                .collect(),
+        },
+    }
+}
+
+/// Decodes the protobuf Node into the model.
+pub fn node_from_proto(node: Node) -> model::Node {
+    model::Node {
+        metadata: meta_from_proto(node.metadata.unwrap_or_default()),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// RFC 3339 <-> Unix seconds (UTC), without a date-time crate
+// ---------------------------------------------------------------------------------------------
+
+/// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's `days_from_civil`).
+fn days_from_civil(year: i64, month: i64, day: i64) -> i64 {
+    let y = if month <= 2 { year - 1 } else { year };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (month + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + day - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// The date of a day count since 1970-01-01 (inverse of [`days_from_civil`]).
+fn civil_from_days(days: i64) -> (i64, i64, i64) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z - era * 146_097;
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    (yoe + era * 400 + i64::from(month <= 2), month, day)
+}
+
+/// Parses an RFC 3339 timestamp (`2024-01-02T03:04:05Z`, optional fraction, `Z` or `±hh:mm`)
+/// into Unix seconds and nanoseconds.
+pub fn parse_rfc3339(text: &str) -> Result<(i64, i32), String> {
+    let bad = || format!("{text:?} is not an RFC 3339 timestamp");
+    let b = text.as_bytes();
+    if b.len() < 20
+        || b[4] != b'-'
+        || b[7] != b'-'
+        || !matches!(b[10], b'T' | b't')
+        || b[13] != b':'
+        || b[16] != b':'
+    {
+        return Err(bad());
+    }
+    let num = |range: std::ops::Range<usize>| -> Result<i64, String> {
+        let s = text.get(range).ok_or_else(bad)?;
+        if !s.bytes().all(|c| c.is_ascii_digit()) {
+            return Err(bad());
+        }
+        s.parse::<i64>().map_err(|_| bad())
+    };
+    let (year, month, day) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (hour, minute, second) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&month) || !(1..=31).contains(&day) || hour > 23 || minute > 59 || second > 60 {
+        return Err(bad());
+    }
+    let mut rest = &text[19..];
+    let mut nanos = 0i32;
+    if let Some(frac) = rest.strip_prefix('.') {
+        let digits = frac.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 || digits > 9 {
+            return Err(bad());
+        }
+        let value: i32 = frac[..digits].parse().map_err(|_| bad())?;
+        nanos = value * 10i32.pow(9 - digits as u32);
+        rest = &frac[digits..];
+    }
+    let offset = match rest {
+        "Z" | "z" => 0,
+        _ => {
+            let ob = rest.as_bytes();
+            let digits = |r: std::ops::Range<usize>| ob[r].iter().all(u8::is_ascii_digit);
+            if ob.len() != 6
+                || !matches!(ob[0], b'+' | b'-')
+                || ob[3] != b':'
+                || !digits(1..3)
+                || !digits(4..6)
+            {
+                return Err(bad());
+            }
+            let oh: i64 = rest[1..3].parse().map_err(|_| bad())?;
+            let om: i64 = rest[4..6].parse().map_err(|_| bad())?;
+            let sign = if ob[0] == b'-' { -1 } else { 1 };
+            sign * (oh * 3600 + om * 60)
+        }
+    };
+    let seconds = days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60 + second - offset;
+    Ok((seconds, nanos))
+}
+
+/// Formats Unix seconds as RFC 3339 in UTC with second precision, as `metav1.Time` marshals to JSON.
+pub fn format_rfc3339(seconds: i64) -> String {
+    let days = seconds.div_euclid(86_400);
+    let secs = seconds.rem_euclid(86_400);
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn rfc3339_round_trips_and_rejects_garbage() {
+        for (text, seconds, nanos, msg) in [
+            ("1970-01-01T00:00:00Z", 0, 0, "epoch"),
+            ("2022-01-01T00:00:00Z", 1_640_995_200, 0, "wazero fake epoch"),
+            ("2024-02-29T23:59:59Z", 1_709_251_199, 0, "leap day"),
+            ("2024-02-29T23:59:59.5Z", 1_709_251_199, 500_000_000, "fraction"),
+            ("2024-03-01T01:59:59+02:00", 1_709_251_199, 0, "offset"),
+            ("1969-12-31T23:59:59Z", -1, 0, "before epoch"),
+        ] {
+            assert_eq!(parse_rfc3339(text), Ok((seconds, nanos)), "{msg}");
+        }
+        assert_eq!(format_rfc3339(1_709_251_199), "2024-02-29T23:59:59Z");
+        assert_eq!(format_rfc3339(-1), "1969-12-31T23:59:59Z");
+        for bad in [
+            "",
+            "2024-02-29",
+            "2024-13-01T00:00:00Z",
+            "2024-02-29T23:59:59",
+            "2024-02-29T23:59:59.Z",
+        ] {
+            assert!(parse_rfc3339(bad).is_err(), "{bad:?} must be rejected");
+        }
+    }
+
+    #[test]
+    fn field_numbers_match_generated_proto() {
+        // One byte per tag: (field << 3) | wire type 2 (length-delimited).
+        let pod = pod_to_proto(&model::Pod::default()).unwrap();
+        let bytes = pod.encode_to_vec();
+        assert_eq!(bytes[0], (1 << 3) | 2, "Pod.metadata = 1");
+        let spec = PodSpec {
+            node_name: Some("n".into()),
+            ..Default::default()
+        }
+        .encode_to_vec();
+        assert_eq!(spec, vec![(10 << 3) | 2, 1, b'n'], "PodSpec.nodeName = 10");
+        let claim = PodSpec {
+            resource_claims: vec![PodResourceClaim::default()],
+            ..Default::default()
+        };
+        // Tag 39 needs a two-byte varint: 39 << 3 | 2 = 314 = 0xba 0x02.
+        assert_eq!(
+            &claim.encode_to_vec()[..2],
+            &[0xba, 0x02],
+            "PodSpec.resourceClaims = 39"
+        );
+        let status = PodStatus {
+            resource_claim_statuses: vec![PodResourceClaimStatus::default()],
+        };
+        assert_eq!(
+            status.encode_to_vec()[0],
+            (15 << 3) | 2,
+            "PodStatus.resourceClaimStatuses = 15"
+        );
+        let meta = ObjectMeta {
+            uid: Some("u".into()),
+            ..Default::default()
+        };
+        assert_eq!(
+            meta.encode_to_vec(),
+            vec![(5 << 3) | 2, 1, b'u'],
+            "ObjectMeta.uid = 5"
+        );
+        let list = NodeList {
+            items: vec![Node::default()],
+            ..Default::default()
+        };
+        assert_eq!(list.encode_to_vec(), vec![(2 << 3) | 2, 0], "NodeList.items = 2");
+    }
+
+    #[test]
+    fn pod_round_trips_through_protobuf() {
+        let json = r#"{"metadata":{"name":"p","namespace":"ns","uid":"u1","labels":{"a":"b"},
+            "creationTimestamp":"2024-05-06T07:08:09Z","resourceVersion":"7","generation":2,
+            "ownerReferences":[{"apiVersion":"apps/v1","kind":"ReplicaSet","name":"rs","uid":"o1","controller":true}]},
+            "spec":{"nodeName":"n1","schedulerName":"s","resourceClaims":[{"name":"gpu","resourceClaimTemplateName":"t"}]},
+            "status":{"resourceClaimStatuses":[{"name":"gpu","resourceClaimName":"p-gpu"}]}}"#;
+        let pod: model::Pod = serde_json::from_str(json).unwrap();
+        let bytes = pod_to_proto(&pod).unwrap().encode_to_vec();
+        let back = pod_from_proto(Pod::decode(bytes.as_slice()).unwrap());
+        assert_eq!(back, pod);
+    }
+
+    #[test]
+    fn empty_bytes_decode_to_an_empty_pod_and_zero_time_stays_unset() {
+        let pod = pod_from_proto(Pod::decode(&[][..]).unwrap());
+        assert_eq!(pod, model::Pod::default());
+        let bytes = pod_to_proto(&model::Pod::default()).unwrap().encode_to_vec();
+        assert!(
+            !bytes.is_empty(),
+            "gogo writes non-pointer fields even when empty"
+        );
+        assert_eq!(
+            pod_from_proto(Pod::decode(bytes.as_slice()).unwrap()),
+            model::Pod::default()
+        );
+    }
+
+    #[test]
+    fn bad_timestamp_names_object_and_field() {
+        let mut pod = model::Pod::default();
+        pod.metadata.name = "p".into();
+        pod.metadata.namespace = "ns".into();
+        pod.metadata.creation_timestamp = "yesterday".into();
+        let err = pod_to_proto(&pod).unwrap_err().to_string();
+        assert!(
+            err.starts_with("Pod ns/p: field metadata.creationTimestamp:"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,318 @@
+//! The adapter's protocol handling against the native fake host and a fake core.
+
+use prost::Message;
+use sharing_affinity_core::model::{AllocationResult, Pod};
+use sharing_affinity_core::plugin::{ClaimAllocation, EventKind};
+use sharing_affinity_core::{Code, Status};
+
+use super::adapter::{Backend, GuestState, Reply};
+use super::imports::{FakeHost, with_host};
+use super::proto;
+
+/// Records what the adapter asked of the core.
+#[derive(Default)]
+struct Fake {
+    generation: u32,
+    calls: Vec<String>,
+}
+
+thread_local! {
+    static GENERATION: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+}
+
+fn allocation(device: &str) -> AllocationResult {
+    serde_json::from_str(&format!(
+        r#"{{"devices":{{"results":[{{"request":"r","driver":"d","pool":"p","device":"{device}"}}]}}}}"#
+    ))
+    .unwrap()
+}
+
+impl Backend for Fake {
+    fn create(config: &str) -> Result<Self, String> {
+        if config == "bad" {
+            return Err("field sharingAffinity: invalid".into());
+        }
+        let generation = GENERATION.with(|g| {
+            g.set(g.get() + 1);
+            g.get()
+        });
+        Ok(Fake {
+            generation,
+            calls: Vec::new(),
+        })
+    }
+    fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), String> {
+        let v: serde_json::Value = serde_json::from_str(object_json).map_err(|e| e.to_string())?;
+        let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+        if name == "broken" {
+            return Err("spec.devices[0]: bad".into());
+        }
+        self.calls
+            .push(format!("{kind:?} {} {name}", v["kind"].as_str().unwrap_or("")));
+        Ok(())
+    }
+    fn prefilter(&mut self, pod: &str) -> Status {
+        self.calls.push(format!("prefilter {pod}"));
+        Status::success()
+    }
+    fn filter(&mut self, node: &str) -> Status {
+        if node == "full" {
+            Status::unschedulable("no device left")
+        } else {
+            Status::success()
+        }
+    }
+    fn score(&mut self, node: &str) -> Result<u32, Status> {
+        if node == "broken" {
+            Err(Status::error("cannot score"))
+        } else {
+            Ok(73)
+        }
+    }
+    fn reserve(&mut self, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        Ok(vec![ClaimAllocation {
+            claim: "ns/c".into(),
+            allocation: allocation("x"),
+        }])
+    }
+    fn unreserve(&mut self, node: &str) {
+        self.calls.push(format!("unreserve {node}"));
+    }
+    fn bind(&mut self, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        Ok(vec![ClaimAllocation {
+            claim: "ns/c".into(),
+            allocation: allocation("x"),
+        }])
+    }
+}
+
+fn reset(config: &str) {
+    with_host(|h| {
+        *h = FakeHost {
+            config: config.into(),
+            ..FakeHost::default()
+        }
+    });
+}
+
+fn set_pod(json: &str) {
+    let pod: Pod = serde_json::from_str(json).unwrap();
+    let bytes = proto::pod_to_proto(&pod).unwrap().encode_to_vec();
+    with_host(|h| h.pod = bytes);
+}
+
+fn feed(cursor: &str, resync: bool, events: &[(&str, &str, &str)]) {
+    let events: Vec<String> = events
+        .iter()
+        .map(|(t, kind, name)| format!(r#"{{"type":"{t}","object":{{"kind":"{kind}","metadata":{{"name":"{name}","namespace":"ns"}}}}}}"#))
+        .collect();
+    let doc = format!(
+        r#"{{"cursor":"{cursor}","resync":{resync},"events":[{}]}}"#,
+        events.join(",")
+    );
+    with_host(|h| h.feed = doc);
+}
+
+#[test]
+fn prefilter_applies_the_feed_then_the_pod_then_starts_the_cycle() {
+    reset("");
+    set_pod(
+        r#"{"metadata":{"name":"p","namespace":"ns","uid":"u"},"spec":{"resourceClaims":[{"name":"g","resourceClaimName":"c"}]}}"#,
+    );
+    feed(
+        "e.2",
+        true,
+        &[("ADDED", "ResourceClaim", "c"), ("ADDED", "Node", "n")],
+    );
+    let mut s = GuestState::<Fake>::start().unwrap();
+    let first = s.backend().generation;
+    assert_eq!(
+        s.prefilter(),
+        Reply {
+            code: 0,
+            reason: String::new()
+        }
+    );
+    assert_eq!(
+        s.backend().calls,
+        [
+            "Add ResourceClaim c",
+            "Add Node n",
+            "Update Pod p",
+            "prefilter ns/p"
+        ]
+    );
+    assert_eq!(s.cursor(), "e.2");
+    assert_eq!(
+        s.backend().generation,
+        first + 1,
+        "a resync rebuilds the core plugin"
+    );
+
+    feed(
+        "e.3",
+        false,
+        &[("MODIFIED", "ResourceClaim", "c"), ("DELETED", "Node", "n")],
+    );
+    s.prefilter();
+    assert_eq!(
+        with_host(|h| h.cursors.clone()),
+        ["", "e.2"],
+        "the cursor of the last feed is sent"
+    );
+    assert_eq!(
+        &s.backend().calls[4..],
+        [
+            "Update ResourceClaim c",
+            "Delete Node n",
+            "Update Pod p",
+            "prefilter ns/p"
+        ]
+    );
+    assert_eq!(s.backend().generation, first + 1, "no resync: the same plugin");
+}
+
+#[test]
+fn a_rejected_object_is_logged_and_the_rest_applies() {
+    reset("");
+    set_pod(r#"{"metadata":{"name":"p","namespace":"ns"}}"#);
+    feed(
+        "e.1",
+        true,
+        &[("ADDED", "ResourceSlice", "broken"), ("ADDED", "Node", "n")],
+    );
+    let mut s = GuestState::<Fake>::start().unwrap();
+    assert_eq!(s.prefilter().code, 0);
+    assert!(s.backend().calls.contains(&"Add Node n".to_string()));
+    let logs = with_host(|h| h.logs.clone());
+    assert_eq!(logs.len(), 1);
+    assert_eq!(logs[0].0, 2, "error severity");
+    assert_eq!(
+        logs[0].2,
+        [
+            "object",
+            "ResourceSlice ns/broken",
+            "error",
+            "spec.devices[0]: bad"
+        ]
+    );
+}
+
+#[test]
+fn broken_feed_or_pod_is_an_error_naming_what_broke() {
+    reset("");
+    with_host(|h| h.feed = r#"{"cursor":"x","events":[]}"#.into());
+    let mut s = GuestState::<Fake>::start().unwrap();
+    let reply = s.prefilter();
+    assert_eq!(reply.code, Code::Error as i32);
+    assert!(reply.reason.contains("field resync"), "{}", reply.reason);
+    assert_eq!(s.cursor(), "", "the cursor only moves after a good document");
+    feed("e.1", false, &[]);
+    with_host(|h| h.pod = vec![0xff, 0xff, 0xff]);
+    let reply = s.prefilter();
+    assert!(
+        reply.reason.starts_with("currentPod: invalid protobuf"),
+        "{}",
+        reply.reason
+    );
+}
+
+#[test]
+fn large_values_are_read_with_a_retry() {
+    let config = "x".repeat(5000);
+    reset(&config);
+    let many: Vec<(&str, &str, String)> = (0..200)
+        .map(|i| ("ADDED", "Node", format!("node-{i:04}")))
+        .collect();
+    let refs: Vec<(&str, &str, &str)> = many.iter().map(|(a, b, c)| (*a, *b, c.as_str())).collect();
+    feed("e.9", true, &refs);
+    set_pod(r#"{"metadata":{"name":"p","namespace":"ns"}}"#);
+    let mut s = GuestState::<Fake>::start().unwrap();
+    assert_eq!(s.prefilter().code, 0);
+    assert_eq!(s.backend().calls.len(), 202, "200 nodes, the pod, prefilter");
+    assert_eq!(
+        with_host(|h| h.cursors.len()),
+        2,
+        "the feed exceeded 2 KiB: asked twice"
+    );
+}
+
+#[test]
+fn start_fails_on_a_configuration_the_core_rejects() {
+    reset("bad");
+    let err = GuestState::<Fake>::start().err().unwrap();
+    assert_eq!(err, "guestConfig: field sharingAffinity: invalid");
+}
+
+#[test]
+fn filter_and_score_use_the_current_node() {
+    reset("");
+    let mut s = GuestState::<Fake>::start().unwrap();
+    with_host(|h| h.node = "full".into());
+    assert_eq!(
+        s.filter(),
+        Reply {
+            code: Code::Unschedulable as i32,
+            reason: "no device left".into()
+        }
+    );
+    with_host(|h| h.node = "n1".into());
+    assert_eq!(s.filter().code, 0);
+    assert_eq!(
+        s.score(),
+        (
+            73,
+            Reply {
+                code: 0,
+                reason: String::new()
+            }
+        )
+    );
+    with_host(|h| h.node = "broken".into());
+    assert_eq!(
+        s.score(),
+        (
+            0,
+            Reply {
+                code: 1,
+                reason: "cannot score".into()
+            }
+        )
+    );
+}
+
+#[test]
+fn reserve_and_prebind_hand_allocations_to_the_host() {
+    reset("");
+    with_host(|h| h.node = "n1".into());
+    let mut s = GuestState::<Fake>::start().unwrap();
+    assert_eq!(s.reserve().code, 0);
+    assert_eq!(s.prebind().code, 0);
+    let (pending, written) = with_host(|h| (h.pending.clone(), h.allocations.clone()));
+    assert_eq!(pending.len(), 1);
+    assert_eq!(written.len(), 1);
+    assert_eq!(written[0].0, "ns/c");
+    let back: AllocationResult = serde_json::from_str(&written[0].1).unwrap();
+    assert_eq!(back, allocation("x"), "the JSON is the allocation");
+    s.unreserve();
+    assert_eq!(s.backend().calls.last().map(String::as_str), Some("unreserve n1"));
+}
+
+#[test]
+fn a_refused_write_is_an_error_and_forces_a_resync() {
+    reset("");
+    set_pod(r#"{"metadata":{"name":"p","namespace":"ns"}}"#);
+    feed("e.5", false, &[]);
+    with_host(|h| h.node = "n1".into());
+    let mut s = GuestState::<Fake>::start().unwrap();
+    s.prefilter();
+    assert_eq!(s.cursor(), "e.5");
+    with_host(|h| h.write_result = 3);
+    let reply = s.prebind();
+    assert_eq!(reply.code, 1);
+    assert_eq!(
+        reply.reason,
+        "sharing-affinity.dra/v1.allocation for claim ns/c: the claim is already allocated differently (code 3)"
+    );
+    assert_eq!(s.cursor(), "", "the next PreFilter asks for a full snapshot");
+}
