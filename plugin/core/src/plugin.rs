@@ -833,8 +833,19 @@ fn claim_affinity(cel: &CelCache, extractors: &Extractors, cc: &CycleClaim) -> R
         let mut per_req = Vec::with_capacity(subs.len());
         for sub in subs {
             let mut m: HashMap<ExtId, Outcome> = HashMap::new();
+            // Pools of one driver usually publish the same extractor: evaluate each distinct key
+            // set once per request.
+            let mut seen: HashMap<&BTreeMap<String, String>, Outcome> = HashMap::new();
             for (id, ex) in extractors.list.iter().enumerate() {
-                m.insert(id, affinity::extract(cel, ex, &objects, &r.name, sub, &cc.key)?);
+                let outcome = match seen.get(&ex.keys) {
+                    Some(o) => o.clone(),
+                    None => {
+                        let o = affinity::extract(cel, ex, &objects, &r.name, sub, &cc.key)?;
+                        seen.insert(&ex.keys, o.clone());
+                        o
+                    }
+                };
+                m.insert(id, outcome);
             }
             per_req.push(m);
         }
