@@ -139,6 +139,13 @@ impl Plugin {
 
     /// Applies one object event. The object is Kubernetes JSON.
     pub fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), Error> {
+        if object_json.len() > crate::object::MAX_INPUT_BYTES {
+            return Err(Error::Json(format!(
+                "object is {} bytes, more than the limit of {}",
+                object_json.len(),
+                crate::object::MAX_INPUT_BYTES
+            )));
+        }
         let value: serde_json::Value =
             serde_json::from_str(object_json).map_err(|e| Error::Json(e.to_string()))?;
         if kind == EventKind::Delete {

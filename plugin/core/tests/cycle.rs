@@ -205,6 +205,15 @@ fn bad_objects_are_errors_naming_object_and_field() {
             && err.contains("name"),
         "{err}"
     );
+    let huge = format!(
+        "\"{}\"",
+        "x".repeat(sharing_affinity_core::object::MAX_INPUT_BYTES)
+    );
+    let err = p.apply(EventKind::Add, &huge).unwrap_err().to_string();
+    assert!(
+        err.contains("more than the limit"),
+        "huge object refused up front: {err}"
+    );
     let deep = "[".repeat(10_000);
     assert!(
         p.apply(EventKind::Add, &deep).is_err(),
