@@ -1,0 +1,85 @@
+//! Sharing-affinity lock states derived from the claims holding each device.
+
+use std::collections::BTreeSet;
+
+use super::{Derived, Plugin};
+use crate::affinity::{self, ExtId, Extractors, LockState, Outcome, Values};
+use crate::allocator::LockSource;
+use crate::cel::CelCache;
+use crate::index::DevIdx;
+use crate::model::ResourceClaim;
+
+/// Lock states derived from holders, cached in the plugin.
+pub(super) struct Locks<'a> {
+    pub(super) plugin: &'a Plugin,
+    pub(super) derived: &'a Derived,
+}
+
+impl LockSource for Locks<'_> {
+    fn lock(&self, dev: DevIdx) -> LockState {
+        let key = &self.derived.index.device(dev).key;
+        if let Some(l) = self.plugin.locks.borrow().get(key) {
+            return l.clone();
+        }
+        let state = self.compute(dev);
+        self.plugin.locks.borrow_mut().insert(key.clone(), state.clone());
+        state
+    }
+}
+
+impl Locks<'_> {
+    fn compute(&self, dev: DevIdx) -> LockState {
+        let d = self.derived;
+        let p = self.plugin;
+        let entry = d.index.device(dev);
+        let Some(holders) = p.holders.get(&entry.key) else {
+            return LockState::Clean;
+        };
+        let ids = match d.extractors.applicable(&d.index, &p.cel, dev) {
+            Ok(ids) if !ids.is_empty() => ids,
+            Ok(_) => return LockState::Clean,
+            Err(_) => return LockState::Unreconstructable,
+        };
+        let keys: BTreeSet<&String> = ids
+            .iter()
+            .flat_map(|&id| d.extractors.list[id].keys.keys())
+            .collect();
+        let mut derived: Vec<Option<Values>> = Vec::with_capacity(holders.len());
+        for (claim_key, h) in holders {
+            let v = match &h.values {
+                Some(v) => Some(v.clone()),
+                None => p
+                    .claims
+                    .get(claim_key)
+                    .or_else(|| p.inflight.get(claim_key))
+                    .and_then(|c| derive_values(&p.cel, &d.extractors, ids, c, claim_key, &h.request)),
+            };
+            // Values that do not cover exactly the current keys come from changed extractors.
+            let v = v.filter(|v| v.keys().collect::<BTreeSet<_>>() == keys);
+            derived.push(v);
+        }
+        affinity::lock_from(derived.iter().map(Option::as_ref))
+    }
+}
+
+/// Re-derives the values an allocated claim locks a device to; `None` when it cannot.
+fn derive_values(
+    cel: &CelCache,
+    extractors: &Extractors,
+    ids: &[ExtId],
+    claim: &ResourceClaim,
+    claim_key: &str,
+    request: &str,
+) -> Option<Values> {
+    let (req, sub) = match request.split_once('/') {
+        Some((r, s)) => (r, Some(s)),
+        None => (request, None),
+    };
+    let objects = affinity::claim_objects(claim);
+    let mut outcomes = Vec::new();
+    for &id in ids {
+        outcomes.push(affinity::extract(cel, &extractors.list[id], &objects, req, sub, claim_key).ok()?);
+    }
+    let refs: Vec<&Outcome> = outcomes.iter().collect();
+    affinity::wanted(&refs).ok().filter(|v| !v.is_empty())
+}

@@ -1,0 +1,378 @@
+//! The scheduling-cycle API: the contract the component, the KSWE module and the native host call.
+//!
+//! [`Plugin`] holds the cluster's DRA objects, updated incrementally by object events
+//! ([`Plugin::apply`]), and the current scheduling cycle. Per pod the scheduler calls
+//! [`Plugin::prefilter`] once, then [`Plugin::filter`] per node, [`Plugin::score`] per feasible
+//! node, [`Plugin::reserve`] on the chosen node, and [`Plugin::bind`] (what PreBind writing
+//! `status.allocation` does) or [`Plugin::unreserve`].
+//!
+//! State derived from objects is maintained as follows:
+//! - allocated devices, shared allocations and consumed capacity are updated per claim event
+//!   (the old contribution is removed, the new one added);
+//! - sharing-affinity locks are derived per device from the claims holding it, cached, and
+//!   recomputed only for devices whose holders changed;
+//! - the slice index is rebuilt lazily, on the first cycle after a slice event.
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+
+use crate::affinity::{Config, Extractors, LockState, Values};
+use crate::allocator::{AllocatedState, ClaimAffinity, ClaimResult, LockSource};
+use crate::cel::CelCache;
+use crate::error::Error;
+use crate::index::{DeviceKey, Index, NodePool};
+use crate::model::{
+    AllocationResult, DeviceClass, Node, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
+use crate::object::{Object, decode_object, object_key, parse_objects};
+use crate::quantity::Quantity;
+use crate::status::{Code, Status};
+
+mod cycle;
+mod locks;
+
+use locks::Locks;
+
+/// Kind of an object event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// Object created (an existing object is replaced).
+    Add,
+    /// Object updated (a missing object is created).
+    Update,
+    /// Object deleted (only kind, namespace and name are read).
+    Delete,
+}
+
+/// The allocation chosen for one claim of the pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimAllocation {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// What PreBind writes to `status.allocation`.
+    pub allocation: AllocationResult,
+}
+
+/// A claim that holds a shared device, with the affinity values it locks it to when known
+/// without CEL (set by Reserve from Filter's computation).
+#[derive(Clone, Debug)]
+struct Holder {
+    request: String,
+    values: Option<Values>,
+}
+
+/// Slice-derived state, rebuilt when slices or the configuration change.
+struct Derived {
+    index: Index,
+    extractors: Extractors,
+    node_pools: RefCell<HashMap<String, Result<Vec<NodePool>, String>>>,
+}
+
+/// One claim of the pod in the current cycle.
+#[derive(Clone, Debug)]
+struct CycleClaim {
+    key: String,
+    claim: ResourceClaim,
+    /// Generated from a template in this cycle (created on bind).
+    generated_for: Option<String>,
+}
+
+/// Filter's result for one node.
+#[derive(Clone, Debug)]
+struct NodeResult {
+    status: Status,
+    allocation: Vec<ClaimResult>,
+}
+
+struct Cycle {
+    pod: String,
+    status: Status,
+    claims: Vec<CycleClaim>,
+    /// Indexes into `claims` of the claims that need allocation.
+    pending: Vec<usize>,
+    affinity: Vec<ClaimAffinity>,
+    nodes: HashMap<String, NodeResult>,
+    reserved: Option<(String, Vec<ClaimAllocation>)>,
+}
+
+/// Plugin state: the cluster's DRA objects, indexed, plus the current scheduling cycle.
+pub struct Plugin {
+    config: Config,
+    cel: CelCache,
+    nodes: BTreeMap<String, Node>,
+    pods: BTreeMap<String, Pod>,
+    classes: HashMap<String, DeviceClass>,
+    slices: BTreeMap<String, ResourceSlice>,
+    claims: BTreeMap<String, ResourceClaim>,
+    templates: BTreeMap<String, ResourceClaimTemplate>,
+    /// Reserved but not yet bound claims (the scheduler's in-flight allocations).
+    inflight: BTreeMap<String, ResourceClaim>,
+    derived: Option<Derived>,
+    allocated: AllocatedState,
+    holders: HashMap<DeviceKey, BTreeMap<String, Holder>>,
+    /// Affinity values fixed by our own Reserve, per (claim, device): no second CEL pass.
+    known_values: HashMap<(String, DeviceKey), Values>,
+    locks: RefCell<HashMap<DeviceKey, LockState>>,
+    cycle: Option<Cycle>,
+}
+
+impl Plugin {
+    /// A plugin with the given JSON configuration (`{"sharingAffinity": [...]}`; empty = none).
+    pub fn new(config_json: &str) -> Result<Plugin, Error> {
+        Ok(Plugin {
+            config: Config::from_json(config_json)?,
+            cel: CelCache::new(),
+            nodes: BTreeMap::new(),
+            pods: BTreeMap::new(),
+            classes: HashMap::new(),
+            slices: BTreeMap::new(),
+            claims: BTreeMap::new(),
+            templates: BTreeMap::new(),
+            inflight: BTreeMap::new(),
+            derived: None,
+            allocated: AllocatedState::default(),
+            holders: HashMap::new(),
+            known_values: HashMap::new(),
+            locks: RefCell::new(HashMap::new()),
+            cycle: None,
+        })
+    }
+
+    /// Applies one object event. The object is Kubernetes JSON.
+    pub fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), Error> {
+        if object_json.len() > crate::object::MAX_INPUT_BYTES {
+            return Err(Error::Json(format!(
+                "object is {} bytes, more than the limit of {}",
+                object_json.len(),
+                crate::object::MAX_INPUT_BYTES
+            )));
+        }
+        let value: serde_json::Value =
+            serde_json::from_str(object_json).map_err(|e| Error::Json(e.to_string()))?;
+        if kind == EventKind::Delete {
+            return self.delete(&value);
+        }
+        match decode_object(value, 0)? {
+            Some(o) => {
+                self.upsert(o);
+                Ok(())
+            }
+            None => Ok(()),
+        }
+    }
+
+    /// Loads a document (single object, `List`, or stream) as `Add` events; returns one error per
+    /// object that failed (the others load).
+    pub fn load(&mut self, json: &str) -> Result<Vec<Error>, Error> {
+        let parsed = parse_objects(json)?;
+        for o in parsed.objects {
+            self.upsert(o);
+        }
+        Ok(parsed.errors)
+    }
+
+    /// Inserts or replaces a decoded object.
+    pub fn upsert(&mut self, object: Object) {
+        let key = object.key();
+        match object {
+            Object::Node(n) => {
+                self.nodes.insert(key.clone(), *n);
+                if let Some(d) = &self.derived {
+                    d.node_pools.borrow_mut().remove(&key);
+                }
+            }
+            Object::Pod(p) => {
+                self.pods.insert(key, *p);
+            }
+            Object::DeviceClass(c) => {
+                self.classes.insert(key, *c);
+            }
+            Object::ResourceSlice(s) => {
+                self.slices.insert(key, *s);
+                self.derived = None;
+            }
+            Object::ResourceClaimTemplate(t) => {
+                self.templates.insert(key, *t);
+            }
+            Object::ResourceClaim(c) => {
+                if let Some(old) = self.inflight.remove(&key) {
+                    self.contribute(&key, &old, false);
+                }
+                if let Some(old) = self.claims.remove(&key) {
+                    self.contribute(&key, &old, false);
+                }
+                self.contribute(&key, &c, true);
+                self.claims.insert(key, *c);
+            }
+        }
+    }
+
+    fn delete(&mut self, value: &serde_json::Value) -> Result<(), Error> {
+        let kind_name = value.get("kind").and_then(|k| k.as_str()).unwrap_or("");
+        let meta = value.get("metadata");
+        let name = meta
+            .and_then(|m| m.get("name"))
+            .and_then(|n| n.as_str())
+            .unwrap_or("");
+        let ns = meta
+            .and_then(|m| m.get("namespace"))
+            .and_then(|n| n.as_str())
+            .unwrap_or("");
+        if name.is_empty() {
+            return Err(Error::Field {
+                object: format!("{kind_name} (delete)"),
+                path: "metadata.name".into(),
+                reason: "missing or empty".into(),
+            });
+        }
+        let key = object_key(ns, name);
+        match kind_name {
+            "Node" => {
+                self.nodes.remove(&key);
+                if let Some(d) = &self.derived {
+                    d.node_pools.borrow_mut().remove(&key);
+                }
+            }
+            "Pod" => {
+                self.pods.remove(&key);
+            }
+            "DeviceClass" => {
+                self.classes.remove(&key);
+            }
+            "ResourceSlice" if self.slices.remove(&key).is_some() => {
+                self.derived = None;
+            }
+            "ResourceClaimTemplate" => {
+                self.templates.remove(&key);
+            }
+            "ResourceClaim" => {
+                if let Some(old) = self.claims.remove(&key) {
+                    self.contribute(&key, &old, false);
+                }
+                if let Some(old) = self.inflight.remove(&key) {
+                    self.contribute(&key, &old, false);
+                }
+                self.known_values.retain(|(c, _), _| *c != key);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// Adds (or removes) a claim's allocation to the allocated state and the device holders.
+    fn contribute(&mut self, key: &str, claim: &ResourceClaim, add: bool) {
+        let Some(alloc) = &claim.status.allocation else {
+            return;
+        };
+        for r in &alloc.devices.results {
+            if r.admin_access == Some(true) {
+                continue;
+            }
+            let dk = DeviceKey::new(&r.driver, &r.pool, &r.device);
+            if r.share_id.is_some() {
+                bump(&mut self.allocated.shared, &dk, add);
+                if let Some(c) = &r.consumed_capacity {
+                    let slot = self.allocated.capacity.entry(dk.clone()).or_default();
+                    for (n, q) in c {
+                        let cur = slot.entry(n.clone()).or_insert_with(|| Quantity::from_i64(0));
+                        let next = if add {
+                            cur.checked_add(q)
+                        } else {
+                            cur.checked_sub(q)
+                        };
+                        if let Some(v) = next {
+                            *cur = v;
+                        }
+                    }
+                    slot.retain(|_, v| !v.is_zero());
+                    if slot.is_empty() {
+                        self.allocated.capacity.remove(&dk);
+                    }
+                }
+                let holders = self.holders.entry(dk.clone()).or_default();
+                if add {
+                    let values = self.known_values.get(&(key.to_string(), dk.clone())).cloned();
+                    holders.insert(
+                        key.to_string(),
+                        Holder {
+                            request: r.request.clone(),
+                            values,
+                        },
+                    );
+                } else {
+                    holders.remove(key);
+                }
+                if holders.is_empty() {
+                    self.holders.remove(&dk);
+                }
+                self.locks.borrow_mut().remove(&dk);
+            } else {
+                bump(&mut self.allocated.dedicated, &dk, add);
+            }
+        }
+    }
+
+    fn derived(&mut self) -> &Derived {
+        if self.derived.is_none() {
+            let index = Index::build(self.slices.values());
+            let extractors = Extractors::build(&index, &self.config, &self.cel);
+            self.locks.borrow_mut().clear();
+            self.derived = Some(Derived {
+                index,
+                extractors,
+                node_pools: RefCell::new(HashMap::new()),
+            });
+        }
+        self.derived.as_ref().expect("derived state was just built")
+    }
+
+    /// The lock state of a device, from the claims holding it.
+    pub fn lock_state(&mut self, device: &DeviceKey) -> LockState {
+        self.derived();
+        let d = self.derived.as_ref().expect("built above");
+        match d.index.by_key.get(device) {
+            Some(&idx) => self.lock_view(d).lock(idx),
+            None => LockState::Clean,
+        }
+    }
+
+    fn lock_view<'a>(&'a self, d: &'a Derived) -> Locks<'a> {
+        Locks {
+            plugin: self,
+            derived: d,
+        }
+    }
+
+    /// Names of all known nodes, sorted.
+    pub fn node_names(&self) -> Vec<String> {
+        self.nodes.keys().cloned().collect()
+    }
+
+    /// A claim as currently stored (allocated claims include our bound allocations).
+    pub fn claim(&self, key: &str) -> Option<&ResourceClaim> {
+        self.claims.get(key)
+    }
+
+    /// A pod as currently stored.
+    pub fn pod(&self, key: &str) -> Option<&Pod> {
+        self.pods.get(key)
+    }
+}
+
+fn bump(map: &mut HashMap<DeviceKey, usize>, key: &DeviceKey, add: bool) {
+    if add {
+        *map.entry(key.clone()).or_default() += 1;
+    } else if let Some(n) = map.get_mut(key) {
+        *n -= 1;
+        if *n == 0 {
+            map.remove(key);
+        }
+    }
+}
+
+impl Code {
+    /// Whether the code means the pod does not fit (as opposed to success or an error).
+    pub fn is_unschedulable(self) -> bool {
+        matches!(self, Code::Unschedulable | Code::UnschedulableAndUnresolvable)
+    }
+}
