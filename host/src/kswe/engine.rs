@@ -15,7 +15,7 @@ use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::{Code, Status};
 
 use super::abi::{KsweStatus, code};
-use super::context::DraWrite;
+use super::context::{DraWrite, LogRecord};
 use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, TrapPolicy};
 use super::store::Change;
 use crate::engine::Engine;
@@ -25,6 +25,7 @@ pub struct KsweEngine {
     host: KsweHost,
     pod: Option<PreparedPod>,
     restore: bool,
+    traps: u64,
 }
 
 /// Maps a raw KSWE status to the core's: 0, 2 and 3 keep their meaning; every other code
@@ -49,6 +50,25 @@ fn allocations(writes: Vec<DraWrite>) -> Vec<ClaimAllocation> {
         .collect()
 }
 
+/// One klog record as a line: `error: message key=value ...` (`info` for severity 0).
+pub fn log_line(record: &LogRecord) -> String {
+    let severity = match record.severity {
+        0 => "info",
+        1 => "warning",
+        2 => "error",
+        _ => "fatal",
+    };
+    let mut line = format!("{severity}: {}", record.message);
+    for pair in record.kvs.chunks(2) {
+        match pair {
+            [key, value] => line.push_str(&format!(" {key}={value}")),
+            [key] => line.push_str(&format!(" {key}")),
+            _ => {}
+        }
+    }
+    line
+}
+
 fn host_error(err: wasmtime::Error) -> Status {
     Status::error(format!("kswe host: {err:#}"))
 }
@@ -56,6 +76,11 @@ fn host_error(err: wasmtime::Error) -> Status {
 impl KsweEngine {
     /// Loads the guest with its `guestConfig` (the plugin's JSON configuration).
     pub fn new(wasm: &[u8], guest_config: &str) -> wasmtime::Result<KsweEngine> {
+        KsweEngine::from_module(&KsweModule::new(wasm)?, guest_config)
+    }
+
+    /// As [`KsweEngine::new`], from an already compiled guest (compile once, start many).
+    pub fn from_module(module: &KsweModule, guest_config: &str) -> wasmtime::Result<KsweEngine> {
         let config = KsweConfig {
             guest_config: guest_config.to_string(),
             dra_extension: true,
@@ -63,10 +88,16 @@ impl KsweEngine {
             ..KsweConfig::default()
         };
         Ok(KsweEngine {
-            host: KsweModule::new(wasm)?.host(config)?,
+            host: module.host(config)?,
             pod: None,
             restore: false,
+            traps: 0,
         })
+    }
+
+    /// How many guest calls failed (a trap or an exit); each failed instance was replaced.
+    pub fn traps(&self) -> u64 {
+        self.traps
     }
 
     /// The underlying host (store, logs, pool).
@@ -96,12 +127,17 @@ impl KsweEngine {
 
     fn after(&mut self, status: &KsweStatus) {
         self.restore |= status.trapped;
+        self.traps += u64::from(status.trapped);
     }
 }
 
 impl Engine for KsweEngine {
     fn name(&self) -> &'static str {
         "kswe"
+    }
+
+    fn take_logs(&mut self) -> Vec<String> {
+        self.host.take_logs().iter().map(log_line).collect()
     }
 
     fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>> {
@@ -124,7 +160,10 @@ impl Engine for KsweEngine {
         };
         self.pod = Some(prepared.clone());
         match self.host.prefilter(&prepared) {
-            Ok((_, status)) => to_status(&status),
+            Ok((_, status)) => {
+                self.traps += u64::from(status.trapped);
+                to_status(&status)
+            }
             Err(e) => host_error(e),
         }
     }
@@ -171,6 +210,7 @@ impl Engine for KsweEngine {
         // A failed Unreserve is only logged upstream; the host keeps the log record.
         if let Ok(Some(_)) = self.host.unreserve(&pod, node) {
             self.restore = true;
+            self.traps += 1;
         }
     }
 
@@ -205,7 +245,10 @@ impl Engine for KsweEngine {
             .bind_pod(&key, node)
             .map_err(Status::error)?;
         if mask.bind {
-            let _ = self.host.postbind(&pod, node).map_err(host_error)?;
+            // A failed PostBind is only logged, as upstream; it still counts as a trap.
+            if self.host.postbind(&pod, node).map_err(host_error)?.is_some() {
+                self.traps += 1;
+            }
         }
         Ok(allocations(written))
     }
@@ -234,5 +277,24 @@ mod tests {
             to_status(&KsweStatus::new(5, "r")).reason,
             "unexpected status code 5: r"
         );
+    }
+
+    #[test]
+    fn log_records_print_as_one_line() {
+        let record = |severity, kvs: &[&str]| LogRecord {
+            severity,
+            message: "object rejected".into(),
+            kvs: kvs.iter().map(|s| s.to_string()).collect(),
+        };
+        for (record, expected) in [
+            (
+                record(2, &["object", "ns/c", "error", "bad"]),
+                "error: object rejected object=ns/c error=bad",
+            ),
+            (record(0, &[]), "info: object rejected"),
+            (record(1, &["dangling"]), "warning: object rejected dangling"),
+        ] {
+            assert_eq!(log_line(&record), expected);
+        }
     }
 }
