@@ -5,6 +5,15 @@
 //! Reserve returns the pending allocations the guest signalled, Bind runs Permit (if exported),
 //! PreBind, Bind, the default binder and PostBind and returns the allocations written at PreBind.
 //!
+//! Any other KSWE guest runs too, with kube-scheduler's treatment of a plugin's extension points:
+//! a hook the guest does not export is not called (Filter passes every node, Score gives 0, Reserve
+//! reserves nothing); a PreFilter `Skip` skips Filter for the cycle; node names returned at
+//! PreFilter restrict the nodes (the others get `UnschedulableAndUnresolvable`). A guest that
+//! exports PreScore or NormalizeScore is scored as a batch at the replay's first Score call of the
+//! cycle: PreScore over the nodes that passed Filter (`Skip`: every score 0), Score on each, then
+//! NormalizeScore; the later Score calls read the batch. A Permit `Wait` is an `Error` (the replay
+//! has no waiting pods).
+//!
 //! Traps: the engine uses [`TrapPolicy::Replace`], so a trapped instance is dropped and the next
 //! call gets a fresh one, whose state comes back from the feed (a full resync on its first pull).
 //! When that happens mid-cycle, the engine re-runs PreFilter for the current pod before the next
@@ -17,6 +26,7 @@ use sharing_affinity_core::{Code, Status};
 use super::abi::{KsweStatus, code};
 use super::context::{DraWrite, LogRecord};
 use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, TrapPolicy};
+use super::load::bits;
 use super::store::Change;
 use crate::engine::Engine;
 
@@ -26,6 +36,20 @@ pub struct KsweEngine {
     pod: Option<PreparedPod>,
     restore: bool,
     traps: u64,
+    cycle: CycleState,
+}
+
+/// What the engine remembers between the hooks of one scheduling cycle.
+#[derive(Default)]
+struct CycleState {
+    /// PreFilter returned `Skip`: Filter is not called.
+    skip_filter: bool,
+    /// The node names PreFilter returned (`None`: every node).
+    node_names: Option<Vec<String>>,
+    /// Nodes that passed Filter, in call order (PreScore's input).
+    feasible: Vec<String>,
+    /// Batch scores (PreScore/NormalizeScore guests), once computed.
+    scores: Option<Vec<(String, i64)>>,
 }
 
 /// Maps a raw KSWE status to the core's: 0, 2 and 3 keep their meaning; every other code
@@ -92,6 +116,7 @@ impl KsweEngine {
             pod: None,
             restore: false,
             traps: 0,
+            cycle: CycleState::default(),
         })
     }
 
@@ -118,11 +143,39 @@ impl KsweEngine {
             self.restore = false;
             let (_, status) = self.host.prefilter(&pod).map_err(host_error)?;
             self.after(&status);
-            if !status.is_success() {
+            if !status.is_success() && status.code != code::SKIP {
                 return Err(to_status(&status));
             }
         }
         Ok(pod)
+    }
+
+    /// PreScore, Score on every feasible node and NormalizeScore, as kube-scheduler runs them.
+    fn batch_scores(&mut self, pod: &PreparedPod) -> Result<Vec<(String, i64)>, Status> {
+        let feasible = self.cycle.feasible.clone();
+        let status = self.host.prescore(pod, &feasible).map_err(host_error)?;
+        self.after(&status);
+        if status.code == code::SKIP {
+            return Ok(feasible.into_iter().map(|n| (n, 0)).collect());
+        }
+        if !status.is_success() {
+            return Err(to_status(&status));
+        }
+        let mut scores = Vec::with_capacity(feasible.len());
+        for node in feasible {
+            let (score, status) = self.host.score(pod, &node).map_err(host_error)?;
+            self.after(&status);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+            scores.push((node, score));
+        }
+        let status = self.host.normalize_score(pod, &mut scores).map_err(host_error)?;
+        self.after(&status);
+        if !status.is_success() {
+            return Err(to_status(&status));
+        }
+        Ok(scores)
     }
 
     fn after(&mut self, status: &KsweStatus) {
@@ -159,9 +212,15 @@ impl Engine for KsweEngine {
             Err(e) => return Status::error(e.to_string()),
         };
         self.pod = Some(prepared.clone());
+        self.cycle = CycleState::default();
         match self.host.prefilter(&prepared) {
-            Ok((_, status)) => {
+            Ok((node_names, status)) => {
                 self.traps += u64::from(status.trapped);
+                if status.code == code::SKIP {
+                    self.cycle.skip_filter = true;
+                    return Status::new(Code::Success, status.reason);
+                }
+                self.cycle.node_names = node_names;
                 to_status(&status)
             }
             Err(e) => host_error(e),
@@ -173,9 +232,23 @@ impl Engine for KsweEngine {
             Ok(p) => p,
             Err(s) => return s,
         };
+        if let Some(names) = &self.cycle.node_names
+            && !names.iter().any(|n| n == node)
+        {
+            return Status::unresolvable(format!(
+                "node {node} is not among the node names PreFilter returned"
+            ));
+        }
+        if self.cycle.skip_filter || !self.host.mask().filter {
+            self.cycle.feasible.push(node.to_string());
+            return Status::success();
+        }
         match self.host.filter(&pod, node) {
             Ok(status) => {
                 self.after(&status);
+                if status.is_success() {
+                    self.cycle.feasible.push(node.to_string());
+                }
                 to_status(&status)
             }
             Err(e) => host_error(e),
@@ -184,11 +257,30 @@ impl Engine for KsweEngine {
 
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         let pod = self.before("score")?;
-        let (score, status) = self.host.score(&pod, node).map_err(host_error)?;
-        self.after(&status);
-        if !status.is_success() {
-            return Err(to_status(&status));
-        }
+        let mask = self.host.mask();
+        let score = if !mask.score {
+            0
+        } else if mask.has(bits::PRE_SCORE) || mask.has(bits::SCORE_EXTENSIONS) {
+            if self.cycle.scores.is_none() {
+                self.cycle.scores = Some(self.batch_scores(&pod)?);
+            }
+            let scores = self.cycle.scores.as_deref().unwrap_or_default();
+            match scores.iter().find(|(n, _)| n == node) {
+                Some((_, score)) => *score,
+                None => {
+                    return Err(Status::error(format!(
+                        "score for node {node}, which did not pass Filter in this cycle"
+                    )));
+                }
+            }
+        } else {
+            let (score, status) = self.host.score(&pod, node).map_err(host_error)?;
+            self.after(&status);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+            score
+        };
         u32::try_from(score)
             .ok()
             .filter(|s| *s <= 100)
@@ -197,6 +289,9 @@ impl Engine for KsweEngine {
 
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         let pod = self.before("reserve")?;
+        if !self.host.mask().reserve {
+            return Ok(Vec::new());
+        }
         let (status, pending) = self.host.reserve(&pod, node).map_err(host_error)?;
         self.after(&status);
         if !status.is_success() {
@@ -207,6 +302,9 @@ impl Engine for KsweEngine {
 
     fn unreserve(&mut self, node: &str) {
         let Ok(pod) = self.before("unreserve") else { return };
+        if !self.host.mask().reserve {
+            return;
+        }
         // A failed Unreserve is only logged upstream; the host keeps the log record.
         if let Ok(Some(_)) = self.host.unreserve(&pod, node) {
             self.restore = true;
