@@ -46,7 +46,7 @@ struct CycleState {
     skip_filter: bool,
     /// The node names PreFilter returned (`None`: every node).
     node_names: Option<Vec<String>>,
-    /// Nodes that passed Filter, in call order (PreScore's input).
+    /// Nodes that passed Filter, in call order, each once (PreScore's input; batch guests only).
     feasible: Vec<String>,
     /// Batch scores (PreScore/NormalizeScore guests), once computed.
     scores: Option<Vec<(String, i64)>>,
@@ -150,6 +150,19 @@ impl KsweEngine {
         Ok(pod)
     }
 
+    /// Whether Score runs as a batch: the guest exports PreScore or NormalizeScore.
+    fn batch_scoring(&self) -> bool {
+        let mask = self.host.mask();
+        mask.score && (mask.has(bits::PRE_SCORE) || mask.has(bits::SCORE_EXTENSIONS))
+    }
+
+    /// Records a node that passed Filter (once), for a batch-scored guest's PreScore.
+    fn passed_filter(&mut self, node: &str) {
+        if self.batch_scoring() && !self.cycle.feasible.iter().any(|n| n == node) {
+            self.cycle.feasible.push(node.to_string());
+        }
+    }
+
     /// PreScore, Score on every feasible node and NormalizeScore, as kube-scheduler runs them.
     fn batch_scores(&mut self, pod: &PreparedPod) -> Result<Vec<(String, i64)>, Status> {
         let feasible = self.cycle.feasible.clone();
@@ -240,14 +253,14 @@ impl Engine for KsweEngine {
             ));
         }
         if self.cycle.skip_filter || !self.host.mask().filter {
-            self.cycle.feasible.push(node.to_string());
+            self.passed_filter(node);
             return Status::success();
         }
         match self.host.filter(&pod, node) {
             Ok(status) => {
                 self.after(&status);
                 if status.is_success() {
-                    self.cycle.feasible.push(node.to_string());
+                    self.passed_filter(node);
                 }
                 to_status(&status)
             }
@@ -260,7 +273,7 @@ impl Engine for KsweEngine {
         let mask = self.host.mask();
         let score = if !mask.score {
             0
-        } else if mask.has(bits::PRE_SCORE) || mask.has(bits::SCORE_EXTENSIONS) {
+        } else if self.batch_scoring() {
             if self.cycle.scores.is_none() {
                 self.cycle.scores = Some(self.batch_scores(&pod)?);
             }
