@@ -1,8 +1,9 @@
 //! Per-node filter cost over the `testdata/*/` scenarios, for each engine.
 //!
 //! `cargo bench -p sharing-affinity-benches --bench filter` (add `-- --test` for a one-shot smoke run).
-//! Groups: `native` (the core called directly) and `component` (the WIT component in wasmtime);
-//! the difference is the wasm overhead. Each group has `filter/<scenario>`: one filter call on one
+//! Groups: `native` (the core called directly), `component` (the WIT component in wasmtime) and
+//! `core-module` (the KSWE core module in the KSWE host, objects through `sharing-affinity.dra/v1`);
+//! the differences are the wasm and ABI overheads. Each group has `filter/<scenario>`: one filter call on one
 //! node per iteration (cycling through the scenario's nodes), its verdict checked against
 //! `expected.json` inside the loop.
 
@@ -13,6 +14,7 @@ use sharing_affinity_benches::{Scenario, filter_checked, prepare, scenarios};
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
 
 /// Times `iters` filter calls, cycling through the scenario's nodes.
@@ -61,7 +63,13 @@ fn filter(c: &mut Criterion) {
                 .expect("component engine"),
         )
     });
-    // Further groups (e.g. `core-module`) follow the same pattern.
+
+    let path = artifact::default_kswe_module().expect("building the KSWE guest");
+    let wasm = artifact::read_kswe_module(&path).expect("reading the KSWE guest");
+    let module = KsweModule::new(&wasm).expect("compiling the KSWE guest");
+    bench_group(c, "core-module", &scenarios, &|s| {
+        Box::new(KsweEngine::from_module(&module, &s.config).expect("KSWE engine"))
+    });
 }
 
 criterion_group!(benches, filter);

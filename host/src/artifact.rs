@@ -1,17 +1,25 @@
-//! Finding the plugin component: build the guest core module with cargo when needed, and encode it
+//! Finding the plugin binaries: build the guest core module with cargo when needed, and encode it
 //! as a component with `wit-component` (no `wasm-tools` install, no WASI adapter).
 //!
-//! From a fresh clone, [`default_component`] runs
+//! The guest crate has two adapters, each built into its own cargo target directory: both produce
+//! `sharing_affinity_guest.wasm`, and sharing a directory would make each build overwrite (and
+//! invalidate) the other.
 //!
-//! ```text
-//! cargo build -p sharing-affinity-guest --target wasm32-unknown-unknown --profile wasm --features component
-//! ```
+//! - The component ([`default_component`]): from a fresh clone it runs
 //!
-//! (cargo itself decides whether anything is stale; a fresh build is a no-op), then encodes
-//! `target/wasm32-unknown-unknown/wasm/sharing_affinity_guest.wasm` into
-//! `target/wasm32-unknown-unknown/wasm/sharing_affinity_guest.component.wasm` when the component is
-//! missing or older than the module. `--plugin FILE.wasm` skips all of this and accepts either a
-//! component or a core module (encoded in memory).
+//!   ```text
+//!   cargo build -p sharing-affinity-guest --target wasm32-unknown-unknown --profile wasm --features component
+//!   ```
+//!
+//!   (cargo itself decides whether anything is stale; a fresh build is a no-op), then encodes
+//!   `target/wasm32-unknown-unknown/wasm/sharing_affinity_guest.wasm` into
+//!   `target/wasm32-unknown-unknown/wasm/sharing_affinity_guest.component.wasm` when the component is
+//!   missing or older than the module. `--plugin FILE.wasm` skips all of this and accepts either a
+//!   component or a core module (encoded in memory).
+//! - The KSWE core module ([`default_kswe_module`]): the same build with `--features scheduler-abi`
+//!   and `--target-dir target/kswe-guest`, giving
+//!   `target/kswe-guest/wasm32-unknown-unknown/wasm/sharing_affinity_guest.wasm`, used as is.
+//!   `--plugin FILE.wasm` with `--engine kswe` takes any KSWE guest core module instead.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -25,10 +33,45 @@ pub const GUEST_PACKAGE: &str = "sharing-affinity-guest";
 pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
 /// The cargo profile the guest is built with (see `docs/RATIONALE.md`).
 pub const GUEST_PROFILE: &str = "wasm";
-/// The core module cargo produces, relative to the target directory.
+/// The core module cargo produces, relative to the guest's target directory.
 pub const CORE_MODULE: &str = "wasm32-unknown-unknown/wasm/sharing_affinity_guest.wasm";
 /// The cached component, relative to the target directory.
 pub const COMPONENT: &str = "wasm32-unknown-unknown/wasm/sharing_affinity_guest.component.wasm";
+/// The KSWE guest's own target directory, relative to the workspace's target directory.
+pub const KSWE_TARGET_DIR: &str = "kswe-guest";
+
+/// The two builds of the guest crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Guest {
+    /// The WIT component adapter (`--features component`), encoded as a component afterwards.
+    Component,
+    /// The kube-scheduler-wasm-extension core module (`--features scheduler-abi`).
+    Kswe,
+}
+
+impl Guest {
+    /// The cargo feature that selects the adapter.
+    pub fn feature(self) -> &'static str {
+        match self {
+            Guest::Component => "component",
+            Guest::Kswe => "scheduler-abi",
+        }
+    }
+
+    /// The cargo target directory the build uses: [`target_dir`] for the component,
+    /// `<target>/kswe-guest` for the KSWE module.
+    pub fn target_dir(self) -> PathBuf {
+        match self {
+            Guest::Component => target_dir(),
+            Guest::Kswe => target_dir().join(KSWE_TARGET_DIR),
+        }
+    }
+
+    /// Where the build leaves the core module.
+    pub fn core_module(self) -> PathBuf {
+        self.target_dir().join(CORE_MODULE)
+    }
+}
 
 /// The workspace root this host was built from.
 pub fn workspace_root() -> PathBuf {
@@ -44,19 +87,19 @@ pub fn target_dir() -> PathBuf {
     }
 }
 
-/// The cargo command line that builds the guest core module (the same `cargo` that runs this
-/// process, when there is one: `$CARGO`).
-pub fn build_command() -> Command {
+/// The cargo command line that builds one guest (the same `cargo` that runs this process, when
+/// there is one: `$CARGO`).
+pub fn build_command(guest: Guest) -> Command {
     let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
     let mut cmd = Command::new(cargo);
     // Run from the workspace root and name the target directory, so that the module lands where
-    // [`target_dir`] looks for it whatever the caller's working directory (tests run in `host/`).
+    // [`Guest::core_module`] looks for it whatever the caller's working directory (tests run in `host/`).
     cmd.current_dir(workspace_root())
         .arg("build")
         .arg("--manifest-path")
         .arg(workspace_root().join("Cargo.toml"))
         .arg("--target-dir")
-        .arg(target_dir())
+        .arg(guest.target_dir())
         .args([
             "-p",
             GUEST_PACKAGE,
@@ -65,15 +108,14 @@ pub fn build_command() -> Command {
             "--profile",
             GUEST_PROFILE,
             "--features",
-            "component",
+            guest.feature(),
         ]);
     cmd
 }
 
-/// Builds the guest (cargo skips the work when nothing changed) and returns the path of the
-/// component, encoding it first when it is missing or older than the core module.
-pub fn default_component() -> Result<PathBuf> {
-    let mut cmd = build_command();
+/// Builds one guest (cargo skips the work when nothing changed) and returns its core module.
+pub fn build_guest(guest: Guest) -> Result<PathBuf> {
+    let mut cmd = build_command(guest);
     let status = cmd.status().with_context(|| {
         format!("could not run {cmd:?} to build the plugin; build it yourself or pass --plugin FILE.wasm")
     })?;
@@ -83,9 +125,21 @@ pub fn default_component() -> Result<PathBuf> {
              (is the target installed? `rustup target add {GUEST_TARGET}`); or pass --plugin FILE.wasm"
         );
     }
-    let target = target_dir();
-    let module = target.join(CORE_MODULE);
-    let component = target.join(COMPONENT);
+    let module = guest.core_module();
+    if !module.is_file() {
+        bail!(
+            "the guest build succeeded but did not produce {}",
+            module.display()
+        );
+    }
+    Ok(module)
+}
+
+/// Builds the guest (cargo skips the work when nothing changed) and returns the path of the
+/// component, encoding it first when it is missing or older than the core module.
+pub fn default_component() -> Result<PathBuf> {
+    let module = build_guest(Guest::Component)?;
+    let component = Guest::Component.target_dir().join(COMPONENT);
     if is_fresh(&component, &module)? {
         return Ok(component);
     }
@@ -95,6 +149,30 @@ pub fn default_component() -> Result<PathBuf> {
         encode_component(&core).with_context(|| format!("encoding {} as a component", module.display()))?;
     write_atomically(&component, &bytes)?;
     Ok(component)
+}
+
+/// Builds the KSWE guest in its own target directory (cargo skips the work when nothing changed)
+/// and returns the path of its core module.
+pub fn default_kswe_module() -> Result<PathBuf> {
+    build_guest(Guest::Kswe)
+}
+
+/// Reads a KSWE guest: a core module. A component, or bytes that are not WebAssembly, are errors
+/// naming the file.
+pub fn read_kswe_module(path: &Path) -> Result<Vec<u8>> {
+    let bytes = std::fs::read(path).with_context(|| format!("reading plugin {}", path.display()))?;
+    match wasm_kind(&bytes) {
+        Some(WasmKind::CoreModule) => Ok(bytes),
+        Some(WasmKind::Component) => bail!(
+            "plugin {}: a WebAssembly component; --engine kswe runs kube-scheduler-wasm-extension \
+             core modules (use --engine component for components)",
+            path.display()
+        ),
+        None => bail!(
+            "plugin {}: not a WebAssembly binary (bad magic number or version)",
+            path.display()
+        ),
+    }
 }
 
 /// Reads a plugin file: a component is returned as is, a core module is encoded as a component.
@@ -189,5 +267,71 @@ mod tests {
         let err = read_plugin(&path).unwrap_err().to_string();
         std::fs::remove_file(&path).unwrap();
         assert!(err.contains("not a WebAssembly binary"), "{err}");
+    }
+
+    fn temp_file(tag: &str, bytes: &[u8]) -> PathBuf {
+        let path = std::env::temp_dir().join(format!("sharing-affinity-{tag}-{}.wasm", std::process::id()));
+        std::fs::write(&path, bytes).unwrap();
+        path
+    }
+
+    #[test]
+    fn kswe_plugins_must_be_core_modules() {
+        let cases: &[(&str, &[u8], Option<&str>)] = &[
+            ("core", b"\0asm\x01\0\0\0", None),
+            ("component", b"\0asm\x0d\0\x01\0", Some("a WebAssembly component")),
+            ("text", b"hello", Some("not a WebAssembly binary")),
+        ];
+        for (tag, bytes, error) in cases {
+            let path = temp_file(&format!("kswe-{tag}"), bytes);
+            let result = read_kswe_module(&path);
+            std::fs::remove_file(&path).unwrap();
+            match (result, error) {
+                (Ok(read), None) => assert_eq!(read, *bytes, "{tag}"),
+                (Err(e), Some(expected)) => {
+                    let e = e.to_string();
+                    assert!(
+                        e.contains(expected) && e.contains(&*path.to_string_lossy()),
+                        "{tag}: {e}"
+                    );
+                }
+                (result, _) => panic!("{tag}: unexpected {:?}", result.map(|b| b.len())),
+            }
+        }
+        let missing = read_kswe_module(Path::new("/nonexistent/guest.wasm")).unwrap_err();
+        assert!(
+            format!("{missing:#}").contains("/nonexistent/guest.wasm"),
+            "{missing:#}"
+        );
+    }
+
+    #[test]
+    fn the_two_guests_build_into_separate_target_dirs() {
+        // Both builds produce `sharing_affinity_guest.wasm`; one directory would make them overwrite
+        // each other and rebuild every time the other engine ran.
+        assert_ne!(Guest::Component.core_module(), Guest::Kswe.core_module());
+        assert_eq!(Guest::Kswe.target_dir(), target_dir().join(KSWE_TARGET_DIR));
+        for (guest, feature) in [(Guest::Component, "component"), (Guest::Kswe, "scheduler-abi")] {
+            let cmd = build_command(guest);
+            let args: Vec<_> = cmd.get_args().map(|a| a.to_string_lossy().into_owned()).collect();
+            let after = |flag: &str| {
+                args.iter()
+                    .position(|a| a == flag)
+                    .and_then(|i| args.get(i + 1))
+                    .cloned()
+            };
+            assert_eq!(
+                after("--features").as_deref(),
+                Some(feature),
+                "{guest:?}: {args:?}"
+            );
+            assert_eq!(after("--target").as_deref(), Some(GUEST_TARGET), "{guest:?}");
+            assert_eq!(after("--profile").as_deref(), Some(GUEST_PROFILE), "{guest:?}");
+            assert_eq!(
+                after("--target-dir").map(PathBuf::from),
+                Some(guest.target_dir()),
+                "{guest:?}"
+            );
+        }
     }
 }

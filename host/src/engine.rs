@@ -25,4 +25,9 @@ pub trait Engine {
     fn unreserve(&mut self, node: &str);
     /// Bind: records the allocation in the plugin's state.
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// Messages the plugin logged since the last call, one line each (a KSWE guest logs through
+    /// `k8s.io/klog`, for example the objects it refused); engines without a log return none.
+    fn take_logs(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }

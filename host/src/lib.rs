@@ -8,7 +8,10 @@
 //! - [`native`]: [`native::NativeEngine`], the core library called directly (the baseline).
 //! - [`component`]: [`component::ComponentEngine`], the WIT component in wasmtime, with fuel and
 //!   memory limits and instance replacement after a trap; [`bindings`] holds the generated code.
-//! - [`artifact`]: finds (or builds with cargo) the guest core module and encodes it as a component.
+//! - [`kswe`]: a kube-scheduler-wasm-extension host for core modules; [`kswe::KsweEngine`] runs a
+//!   KSWE guest (ours, built with `--features scheduler-abi`, or any other) in the replay.
+//! - [`artifact`]: finds (or builds with cargo) the guest core modules, each in its own target
+//!   directory, and encodes the component one as a component.
 //! - [`replay`]: drives a recorded cluster through an engine pod by pod; [`report`] prints the result.
 
 pub mod artifact;

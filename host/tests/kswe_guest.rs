@@ -1,16 +1,16 @@
 //! Our plugin as a KSWE guest, end to end: the test builds `sharing-affinity-guest` for
-//! `wasm32-unknown-unknown` with `--features scheduler-abi` (a no-op when up to date), loads it in
-//! the KSWE host with the DRA extension, replays recorded scenarios from `testdata/`, and checks
+//! `wasm32-unknown-unknown` with `--features scheduler-abi` in `target/kswe-guest` (a no-op when up
+//! to date), loads it in the KSWE host with the DRA extension, replays recorded scenarios from `testdata/`, and checks
 //! that every decision and allocation equals the native core's, and that the host's store ends
 //! with the allocations written through `sharing-affinity.dra/v1`.
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::OnceLock;
 
 use sharing_affinity_core::object::{Kind, Object, parse_objects};
 use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
 use sharing_affinity_core::{Code, Status};
+use sharing_affinity_host::artifact;
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::abi::Export;
 use sharing_affinity_host::kswe::cycle::{Outcome, run_cycle};
@@ -24,43 +24,14 @@ fn workspace() -> PathBuf {
         .to_path_buf()
 }
 
-/// Builds the guest once per test binary and returns its bytes.
+/// Builds the guest once per test binary (in its own target directory, see
+/// [`artifact::default_kswe_module`]) and returns its bytes.
 fn guest_wasm() -> &'static [u8] {
     static WASM: OnceLock<Vec<u8>> = OnceLock::new();
     WASM.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let output = Command::new(cargo)
-            .current_dir(workspace())
-            .args([
-                "build",
-                "-p",
-                "sharing-affinity-guest",
-                "--target",
-                "wasm32-unknown-unknown",
-            ])
-            .args([
-                "--profile",
-                "wasm",
-                "--features",
-                "scheduler-abi",
-                "--message-format=json",
-            ])
-            .output()
-            .expect("run cargo build for the guest");
-        assert!(
-            output.status.success(),
-            "guest build failed:\n{}",
-            String::from_utf8_lossy(&output.stderr)
-        );
-        let path = String::from_utf8_lossy(&output.stdout)
-            .lines()
-            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-            .filter(|m| m["reason"] == "compiler-artifact" && m["target"]["name"] == "sharing_affinity_guest")
-            .flat_map(|m| m["filenames"].as_array().cloned().unwrap_or_default())
-            .filter_map(|f| f.as_str().map(str::to_string))
-            .find(|f| f.ends_with(".wasm"))
-            .expect("the build produced sharing_affinity_guest.wasm");
-        std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"))
+        let path =
+            artifact::default_kswe_module().unwrap_or_else(|e| panic!("building the KSWE guest: {e:#}"));
+        artifact::read_kswe_module(&path).unwrap_or_else(|e| panic!("{e:#}"))
     })
 }
 
@@ -346,7 +317,6 @@ fn small_scenario_matches_native_and_the_store_holds_the_result() {
 }
 
 #[test]
-#[ignore = "needs the core's CEL evaluation (plugin/core/src/cel); remove once it is merged"]
 fn packing_scenario_matches_native_and_writes_allocations_back() {
     let (decisions, mut kswe) = compare("multi-node-packing-compatible-lock");
     let placed: Vec<(&str, Option<&str>)> = decisions
@@ -395,7 +365,6 @@ fn packing_scenario_matches_native_and_writes_allocations_back() {
 }
 
 #[test]
-#[ignore = "needs the core's CEL evaluation (plugin/core/src/cel); remove once it is merged"]
 fn more_scenarios_match_native() {
     for name in [
         "rdma-pkey-locked-mlx5-0-next-device",

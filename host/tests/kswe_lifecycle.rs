@@ -357,7 +357,9 @@ fn kswe_engine_replaces_a_trapped_instance_and_restores_the_cycle() {
     assert!(engine.load(&objects).unwrap().is_empty());
     assert!(engine.prefilter("ns/p").is_success());
     assert!(engine.filter("n").is_success());
+    assert_eq!(engine.traps(), 0);
     let status = engine.filter("boom");
+    assert_eq!(engine.traps(), 1, "the trap is counted");
     assert_eq!(status.code, Code::Error);
     assert!(
         status

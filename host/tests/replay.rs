@@ -1,13 +1,16 @@
-//! Golden replays of `testdata/*/` through every engine, and trap recovery of the component engine.
+//! Golden replays of `testdata/*/` through every engine, trap recovery of the component engine,
+//! and the CLI with `--engine kswe`.
 //!
 //! For each scenario directory there is one trial per engine (`native/<scenario>`,
-//! `component/<scenario>`). A trial replays `cluster.json` (with `config.json` as the plugin
-//! configuration when present) and compares the JSON report without `timing` to `expected.json`,
-//! printing a diff on mismatch. The component trial also requires decisions identical to the
-//! native engine's. A directory without `expected.json` fails.
+//! `component/<scenario>`, `kswe/<scenario>`). A trial replays `cluster.json` (with `config.json` as
+//! the plugin configuration when present) and compares the JSON report without `timing` to
+//! `expected.json`, printing a diff on mismatch. The component and kswe trials also require
+//! decisions identical to the native engine's, and no trapped call during the replay (the kswe
+//! trial also no guest log line: the KSWE guest logs the objects it refuses). A directory without
+//! `expected.json` fails.
 //!
 //! `AFFINITY_BLESS=1 cargo test -p sharing-affinity-host --test replay` rewrites `expected.json` from
-//! the native engine (the component trials then check they agree with it).
+//! the native engine (the component and kswe trials then check they agree with it).
 
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
@@ -18,6 +21,7 @@ use sharing_affinity_core::Code;
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Cluster, PodOutcome, Replay, replay, schedule};
 use sharing_affinity_host::report;
@@ -34,10 +38,16 @@ fn main() {
         trials.push(Trial::test(format!("native/{name}"), move || {
             golden_native(&native_dir)
         }));
+        let component_dir = dir.clone();
         trials.push(Trial::test(format!("component/{name}"), move || {
-            golden_component(&dir)
+            golden_component(&component_dir)
         }));
+        trials.push(Trial::test(format!("kswe/{name}"), move || golden_kswe(&dir)));
     }
+    trials.push(Trial::test(
+        "cli/engine-kswe-replays-a-scenario-and-names-the-engine",
+        cli_kswe,
+    ));
     trials.push(Trial::test(
         "component/exhausted-fuel-is-an-error-status-and-state-survives",
         exhausted_fuel,
@@ -81,6 +91,19 @@ fn plugin() -> Result<&'static ComponentPlugin, Failed> {
         })
         .as_ref()
         .map_err(|e| Failed::from(format!("the plugin component is not available: {e}")))
+}
+
+/// The KSWE guest core module, built (in its own target directory) and compiled once for all trials.
+fn kswe_module() -> Result<&'static KsweModule, Failed> {
+    static MODULE: OnceLock<Result<KsweModule, String>> = OnceLock::new();
+    MODULE
+        .get_or_init(|| {
+            let path = artifact::default_kswe_module().map_err(|e| format!("{e:#}"))?;
+            let wasm = artifact::read_kswe_module(&path).map_err(|e| format!("{e:#}"))?;
+            KsweModule::new(&wasm).map_err(|e| format!("{}: {e:#}", path.display()))
+        })
+        .as_ref()
+        .map_err(|e| Failed::from(format!("the KSWE guest module is not available: {e}")))
 }
 
 fn config(dir: &Path) -> Result<String, Failed> {
@@ -140,6 +163,62 @@ fn golden_component(dir: &Path) -> Result<(), Failed> {
         Some(expected) => compare(&expected, &actual, "expected.json", "component"),
         None => Ok(()),
     }
+}
+
+fn golden_kswe(dir: &Path) -> Result<(), Failed> {
+    let expected = if blessing() { None } else { Some(expected(dir)?) };
+    let mut engine = KsweEngine::from_module(kswe_module()?, &config(dir)?).map_err(|e| format!("{e:#}"))?;
+    let actual = report::decisions(&run(&mut engine, dir)?);
+    let logs = engine.take_logs();
+    if engine.traps() > 0 || !logs.is_empty() {
+        return Err(format!(
+            "{} guest call(s) failed during the replay; guest log:\n{}",
+            engine.traps(),
+            logs.join("\n")
+        )
+        .into());
+    }
+    compare(&report::decisions(&native(dir)?), &actual, "native", "kswe")?;
+    match expected {
+        Some(expected) => compare(&expected, &actual, "expected.json", "kswe"),
+        None => Ok(()),
+    }
+}
+
+/// The binary end to end: `replay DIR --engine kswe --output json` builds the KSWE guest itself,
+/// decides as `expected.json` says and reports `timing.engine` as `kswe`.
+fn cli_kswe() -> Result<(), Failed> {
+    let dir = scenarios()
+        .into_iter()
+        .find(|d| d.ends_with("multi-node-packing-compatible-lock"))
+        .ok_or("testdata/multi-node-packing-compatible-lock is missing")?;
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+        .arg("replay")
+        .arg(&dir)
+        .args(["--engine", "kswe", "--output", "json"])
+        .output()
+        .map_err(|e| format!("running the CLI: {e}"))?;
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    if !output.status.success() {
+        return Err(format!("the CLI failed ({}):\n{stderr}", output.status).into());
+    }
+    if stderr.contains("plugin log") || stderr.contains("warning") {
+        return Err(format!("unexpected warnings:\n{stderr}").into());
+    }
+    let mut report: Value =
+        serde_json::from_slice(&output.stdout).map_err(|e| format!("the CLI's JSON: {e}"))?;
+    let timing = report
+        .as_object_mut()
+        .and_then(|o| o.remove("timing"))
+        .ok_or("the report has no timing")?;
+    if timing["engine"] != "kswe" {
+        return Err(format!("timing.engine is {}, not \"kswe\"", timing["engine"]).into());
+    }
+    let filters = timing["filterNsPerNode"]["max"].as_u64().unwrap_or(0);
+    if filters == 0 {
+        return Err(format!("no filter latency in {timing}").into());
+    }
+    compare(&expected(&dir)?, &report, "expected.json", "cli --engine kswe")
 }
 
 fn expected(dir: &Path) -> Result<Value, Failed> {

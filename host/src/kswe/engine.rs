@@ -5,6 +5,15 @@
 //! Reserve returns the pending allocations the guest signalled, Bind runs Permit (if exported),
 //! PreBind, Bind, the default binder and PostBind and returns the allocations written at PreBind.
 //!
+//! Any other KSWE guest runs too, with kube-scheduler's treatment of a plugin's extension points:
+//! a hook the guest does not export is not called (Filter passes every node, Score gives 0, Reserve
+//! reserves nothing); a PreFilter `Skip` skips Filter for the cycle; node names returned at
+//! PreFilter restrict the nodes (the others get `UnschedulableAndUnresolvable`). A guest that
+//! exports PreScore or NormalizeScore is scored as a batch at the replay's first Score call of the
+//! cycle: PreScore over the nodes that passed Filter (`Skip`: every score 0), Score on each, then
+//! NormalizeScore; the later Score calls read the batch. A Permit `Wait` is an `Error` (the replay
+//! has no waiting pods).
+//!
 //! Traps: the engine uses [`TrapPolicy::Replace`], so a trapped instance is dropped and the next
 //! call gets a fresh one, whose state comes back from the feed (a full resync on its first pull).
 //! When that happens mid-cycle, the engine re-runs PreFilter for the current pod before the next
@@ -15,8 +24,9 @@ use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::{Code, Status};
 
 use super::abi::{KsweStatus, code};
-use super::context::DraWrite;
+use super::context::{DraWrite, LogRecord};
 use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, TrapPolicy};
+use super::load::bits;
 use super::store::Change;
 use crate::engine::Engine;
 
@@ -25,6 +35,21 @@ pub struct KsweEngine {
     host: KsweHost,
     pod: Option<PreparedPod>,
     restore: bool,
+    traps: u64,
+    cycle: CycleState,
+}
+
+/// What the engine remembers between the hooks of one scheduling cycle.
+#[derive(Default)]
+struct CycleState {
+    /// PreFilter returned `Skip`: Filter is not called.
+    skip_filter: bool,
+    /// The node names PreFilter returned (`None`: every node).
+    node_names: Option<Vec<String>>,
+    /// Nodes that passed Filter, in call order, each once (PreScore's input; batch guests only).
+    feasible: Vec<String>,
+    /// Batch scores (PreScore/NormalizeScore guests), once computed.
+    scores: Option<Vec<(String, i64)>>,
 }
 
 /// Maps a raw KSWE status to the core's: 0, 2 and 3 keep their meaning; every other code
@@ -49,6 +74,25 @@ fn allocations(writes: Vec<DraWrite>) -> Vec<ClaimAllocation> {
         .collect()
 }
 
+/// One klog record as a line: `error: message key=value ...` (`info` for severity 0).
+pub fn log_line(record: &LogRecord) -> String {
+    let severity = match record.severity {
+        0 => "info",
+        1 => "warning",
+        2 => "error",
+        _ => "fatal",
+    };
+    let mut line = format!("{severity}: {}", record.message);
+    for pair in record.kvs.chunks(2) {
+        match pair {
+            [key, value] => line.push_str(&format!(" {key}={value}")),
+            [key] => line.push_str(&format!(" {key}")),
+            _ => {}
+        }
+    }
+    line
+}
+
 fn host_error(err: wasmtime::Error) -> Status {
     Status::error(format!("kswe host: {err:#}"))
 }
@@ -56,6 +100,11 @@ fn host_error(err: wasmtime::Error) -> Status {
 impl KsweEngine {
     /// Loads the guest with its `guestConfig` (the plugin's JSON configuration).
     pub fn new(wasm: &[u8], guest_config: &str) -> wasmtime::Result<KsweEngine> {
+        KsweEngine::from_module(&KsweModule::new(wasm)?, guest_config)
+    }
+
+    /// As [`KsweEngine::new`], from an already compiled guest (compile once, start many).
+    pub fn from_module(module: &KsweModule, guest_config: &str) -> wasmtime::Result<KsweEngine> {
         let config = KsweConfig {
             guest_config: guest_config.to_string(),
             dra_extension: true,
@@ -63,10 +112,17 @@ impl KsweEngine {
             ..KsweConfig::default()
         };
         Ok(KsweEngine {
-            host: KsweModule::new(wasm)?.host(config)?,
+            host: module.host(config)?,
             pod: None,
             restore: false,
+            traps: 0,
+            cycle: CycleState::default(),
         })
+    }
+
+    /// How many guest calls failed (a trap or an exit); each failed instance was replaced.
+    pub fn traps(&self) -> u64 {
+        self.traps
     }
 
     /// The underlying host (store, logs, pool).
@@ -87,21 +143,67 @@ impl KsweEngine {
             self.restore = false;
             let (_, status) = self.host.prefilter(&pod).map_err(host_error)?;
             self.after(&status);
-            if !status.is_success() {
+            if !status.is_success() && status.code != code::SKIP {
                 return Err(to_status(&status));
             }
         }
         Ok(pod)
     }
 
+    /// Whether Score runs as a batch: the guest exports PreScore or NormalizeScore.
+    fn batch_scoring(&self) -> bool {
+        let mask = self.host.mask();
+        mask.score && (mask.has(bits::PRE_SCORE) || mask.has(bits::SCORE_EXTENSIONS))
+    }
+
+    /// Records a node that passed Filter (once), for a batch-scored guest's PreScore.
+    fn passed_filter(&mut self, node: &str) {
+        if self.batch_scoring() && !self.cycle.feasible.iter().any(|n| n == node) {
+            self.cycle.feasible.push(node.to_string());
+        }
+    }
+
+    /// PreScore, Score on every feasible node and NormalizeScore, as kube-scheduler runs them.
+    fn batch_scores(&mut self, pod: &PreparedPod) -> Result<Vec<(String, i64)>, Status> {
+        let feasible = self.cycle.feasible.clone();
+        let status = self.host.prescore(pod, &feasible).map_err(host_error)?;
+        self.after(&status);
+        if status.code == code::SKIP {
+            return Ok(feasible.into_iter().map(|n| (n, 0)).collect());
+        }
+        if !status.is_success() {
+            return Err(to_status(&status));
+        }
+        let mut scores = Vec::with_capacity(feasible.len());
+        for node in feasible {
+            let (score, status) = self.host.score(pod, &node).map_err(host_error)?;
+            self.after(&status);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+            scores.push((node, score));
+        }
+        let status = self.host.normalize_score(pod, &mut scores).map_err(host_error)?;
+        self.after(&status);
+        if !status.is_success() {
+            return Err(to_status(&status));
+        }
+        Ok(scores)
+    }
+
     fn after(&mut self, status: &KsweStatus) {
         self.restore |= status.trapped;
+        self.traps += u64::from(status.trapped);
     }
 }
 
 impl Engine for KsweEngine {
     fn name(&self) -> &'static str {
         "kswe"
+    }
+
+    fn take_logs(&mut self) -> Vec<String> {
+        self.host.take_logs().iter().map(log_line).collect()
     }
 
     fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>> {
@@ -123,8 +225,17 @@ impl Engine for KsweEngine {
             Err(e) => return Status::error(e.to_string()),
         };
         self.pod = Some(prepared.clone());
+        self.cycle = CycleState::default();
         match self.host.prefilter(&prepared) {
-            Ok((_, status)) => to_status(&status),
+            Ok((node_names, status)) => {
+                self.traps += u64::from(status.trapped);
+                if status.code == code::SKIP {
+                    self.cycle.skip_filter = true;
+                    return Status::new(Code::Success, status.reason);
+                }
+                self.cycle.node_names = node_names;
+                to_status(&status)
+            }
             Err(e) => host_error(e),
         }
     }
@@ -134,9 +245,23 @@ impl Engine for KsweEngine {
             Ok(p) => p,
             Err(s) => return s,
         };
+        if let Some(names) = &self.cycle.node_names
+            && !names.iter().any(|n| n == node)
+        {
+            return Status::unresolvable(format!(
+                "node {node} is not among the node names PreFilter returned"
+            ));
+        }
+        if self.cycle.skip_filter || !self.host.mask().filter {
+            self.passed_filter(node);
+            return Status::success();
+        }
         match self.host.filter(&pod, node) {
             Ok(status) => {
                 self.after(&status);
+                if status.is_success() {
+                    self.passed_filter(node);
+                }
                 to_status(&status)
             }
             Err(e) => host_error(e),
@@ -145,11 +270,30 @@ impl Engine for KsweEngine {
 
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         let pod = self.before("score")?;
-        let (score, status) = self.host.score(&pod, node).map_err(host_error)?;
-        self.after(&status);
-        if !status.is_success() {
-            return Err(to_status(&status));
-        }
+        let mask = self.host.mask();
+        let score = if !mask.score {
+            0
+        } else if self.batch_scoring() {
+            if self.cycle.scores.is_none() {
+                self.cycle.scores = Some(self.batch_scores(&pod)?);
+            }
+            let scores = self.cycle.scores.as_deref().unwrap_or_default();
+            match scores.iter().find(|(n, _)| n == node) {
+                Some((_, score)) => *score,
+                None => {
+                    return Err(Status::error(format!(
+                        "score for node {node}, which did not pass Filter in this cycle"
+                    )));
+                }
+            }
+        } else {
+            let (score, status) = self.host.score(&pod, node).map_err(host_error)?;
+            self.after(&status);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+            score
+        };
         u32::try_from(score)
             .ok()
             .filter(|s| *s <= 100)
@@ -158,6 +302,9 @@ impl Engine for KsweEngine {
 
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         let pod = self.before("reserve")?;
+        if !self.host.mask().reserve {
+            return Ok(Vec::new());
+        }
         let (status, pending) = self.host.reserve(&pod, node).map_err(host_error)?;
         self.after(&status);
         if !status.is_success() {
@@ -168,9 +315,13 @@ impl Engine for KsweEngine {
 
     fn unreserve(&mut self, node: &str) {
         let Ok(pod) = self.before("unreserve") else { return };
+        if !self.host.mask().reserve {
+            return;
+        }
         // A failed Unreserve is only logged upstream; the host keeps the log record.
         if let Ok(Some(_)) = self.host.unreserve(&pod, node) {
             self.restore = true;
+            self.traps += 1;
         }
     }
 
@@ -205,7 +356,10 @@ impl Engine for KsweEngine {
             .bind_pod(&key, node)
             .map_err(Status::error)?;
         if mask.bind {
-            let _ = self.host.postbind(&pod, node).map_err(host_error)?;
+            // A failed PostBind is only logged, as upstream; it still counts as a trap.
+            if self.host.postbind(&pod, node).map_err(host_error)?.is_some() {
+                self.traps += 1;
+            }
         }
         Ok(allocations(written))
     }
@@ -234,5 +388,24 @@ mod tests {
             to_status(&KsweStatus::new(5, "r")).reason,
             "unexpected status code 5: r"
         );
+    }
+
+    #[test]
+    fn log_records_print_as_one_line() {
+        let record = |severity, kvs: &[&str]| LogRecord {
+            severity,
+            message: "object rejected".into(),
+            kvs: kvs.iter().map(|s| s.to_string()).collect(),
+        };
+        for (record, expected) in [
+            (
+                record(2, &["object", "ns/c", "error", "bad"]),
+                "error: object rejected object=ns/c error=bad",
+            ),
+            (record(0, &[]), "info: object rejected"),
+            (record(1, &["dangling"]), "warning: object rejected dangling"),
+        ] {
+            assert_eq!(log_line(&record), expected);
+        }
     }
 }
