@@ -113,8 +113,33 @@ pub fn build_command(guest: Guest) -> Command {
     cmd
 }
 
+/// Makes sure the wasm target's standard library is installed, adding it with rustup when it is
+/// not (a fresh machine has only the host target). Without rustup, the build below reports it.
+pub fn ensure_guest_target() {
+    let installed = Command::new("rustup")
+        .args(["target", "list", "--installed"])
+        .output();
+    let Ok(out) = installed else { return };
+    if String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .any(|l| l.trim() == GUEST_TARGET)
+    {
+        return;
+    }
+    eprintln!(
+        "sharing-affinity: installing the {GUEST_TARGET} target for the plugin (rustup target add {GUEST_TARGET})"
+    );
+    let added = Command::new("rustup")
+        .args(["target", "add", GUEST_TARGET])
+        .status();
+    if !matches!(added, Ok(s) if s.success()) {
+        eprintln!("sharing-affinity: `rustup target add {GUEST_TARGET}` failed; the build will say why");
+    }
+}
+
 /// Builds one guest (cargo skips the work when nothing changed) and returns its core module.
 pub fn build_guest(guest: Guest) -> Result<PathBuf> {
+    ensure_guest_target();
     let mut cmd = build_command(guest);
     let status = cmd.status().with_context(|| {
         format!("could not run {cmd:?} to build the plugin; build it yourself or pass --plugin FILE.wasm")
