@@ -410,6 +410,35 @@ fn unreconstructable_causes_block_until_clean() {
 }
 
 #[test]
+fn extractor_change_rederives_locks_of_bound_claims() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    let with_pkey = claim("ca", &[req("nic", "class-a")])
+        .config(&[], json!({"kind": "NICConfig", "subnet": "x", "pkey": "1"}));
+    add_pod(&mut p, "a", with_pkey);
+    schedule(&mut p, "a");
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "x")]),
+        "values fixed by Reserve"
+    );
+    // The driver adds a key: the bound claim's lock is re-derived from its config.
+    add(
+        &mut p,
+        &[meta(json!([{"cel": {"subnet": SUBNET, "pkey": PKEY}}]))],
+    );
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("pkey", "1"), ("subnet", "x")]));
+    // A bound claim without the new key cannot be re-derived.
+    let mut q = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut q, "a", nic_claim("ca", "x"));
+    schedule(&mut q, "a");
+    add(
+        &mut q,
+        &[meta(json!([{"cel": {"subnet": SUBNET, "pkey": PKEY}}]))],
+    );
+    assert_eq!(lock(&mut q, "eth1"), LockState::Unreconstructable);
+}
+
+#[test]
 fn reserve_sets_tentative_lock_and_unreserve_removes_it() {
     let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
     add_pod(&mut p, "a", nic_claim("ca", "x"));

@@ -46,16 +46,18 @@ impl Locks<'_> {
             .collect();
         let mut derived: Vec<Option<Values>> = Vec::with_capacity(holders.len());
         for (claim_key, h) in holders {
+            // Values fixed by our Reserve are used as long as the extractors still declare the
+            // same keys; after an extractor change they are re-derived from the claim's config,
+            // and a claim that no longer yields every key makes the device unreconstructable.
             let v = match &h.values {
-                Some(v) => Some(v.clone()),
-                None => p
+                Some(v) if v.keys().collect::<BTreeSet<_>>() == keys => Some(v.clone()),
+                _ => p
                     .claims
                     .get(claim_key)
                     .or_else(|| p.inflight.get(claim_key))
-                    .and_then(|c| derive_values(&p.cel, &d.extractors, ids, c, claim_key, &h.request)),
+                    .and_then(|c| derive_values(&p.cel, &d.extractors, ids, c, claim_key, &h.request))
+                    .filter(|v| v.keys().collect::<BTreeSet<_>>() == keys),
             };
-            // Values that do not cover exactly the current keys come from changed extractors.
-            let v = v.filter(|v| v.keys().collect::<BTreeSet<_>>() == keys);
             derived.push(v);
         }
         affinity::lock_from(derived.iter().map(Option::as_ref))
