@@ -43,7 +43,9 @@ fn bench_events(c: &mut Criterion) {
     assert!(plugin.prefilter(&pod).is_success());
 
     let mut g = c.benchmark_group("events/large-32-nodes-60-pods");
-    g.bench_function("prefilter", |b| b.iter(|| assert!(plugin.prefilter(&pod).is_success())));
+    g.bench_function("prefilter", |b| {
+        b.iter(|| assert!(plugin.prefilter(&pod).is_success()))
+    });
     g.bench_function("claim-update+prefilter", |b| {
         b.iter(|| {
             plugin.apply(EventKind::Update, &claim).expect("claim applies");

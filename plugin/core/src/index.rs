@@ -7,7 +7,7 @@
 //! vector or a small map, and a [`DeviceKey`] (`driver/pool/device`) that allocated state is
 //! keyed by.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -40,14 +40,27 @@ impl fmt::Display for DeviceKey {
 /// Dense index of a device in [`Index::devices`].
 pub type DevIdx = u32;
 
-/// One device of a pool's current generation.
+/// One device of a pool's current generation: its position, and its data shared with the index
+/// built before when the device's pool did not change (so its CEL input is prepared only once).
 pub struct DeviceEntry {
-    /// `driver/pool/device`.
-    pub key: DeviceKey,
     /// Index of the pool in [`Index::pools`].
     pub pool: usize,
     /// Index of the slice in the pool's `slices`.
     pub slice: usize,
+    data: Arc<DeviceData>,
+}
+
+impl std::ops::Deref for DeviceEntry {
+    type Target = DeviceData;
+    fn deref(&self) -> &DeviceData {
+        &self.data
+    }
+}
+
+/// What the allocator reads of a device, converted once.
+pub struct DeviceData {
+    /// `driver/pool/device`.
+    pub key: DeviceKey,
     /// The API object.
     pub device: model::Device,
     /// Attributes by their name as written, typed; `None` for an invalid (empty or multi-valued) one.
@@ -59,7 +72,24 @@ pub struct DeviceEntry {
     cel: OnceLock<Result<CelDevice, String>>,
 }
 
-impl DeviceEntry {
+impl DeviceData {
+    fn new(key: DeviceKey, d: &model::Device) -> Self {
+        DeviceData {
+            key,
+            attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
+            capacity_values: d
+                .capacity
+                .iter()
+                .map(|(k, v)| (k.clone(), v.value.clone()))
+                .collect(),
+            allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
+            device: d.clone(),
+            cel: OnceLock::new(),
+        }
+    }
+}
+
+impl DeviceData {
     /// The device prepared for CEL, built on first use. An attribute with no or several values is
     /// an error, as upstream's "unsupported attribute value".
     pub fn cel(&self, driver: &str) -> Result<&CelDevice, String> {
@@ -176,6 +206,16 @@ pub struct Index {
 impl Index {
     /// Builds the index from all slices. Slices of older generations are ignored.
     pub fn build<'a>(slices: impl IntoIterator<Item = &'a ResourceSlice>) -> Index {
+        Self::rebuild(slices, None, &HashSet::new())
+    }
+
+    /// Builds the index again after slice events, sharing the converted devices (and their
+    /// prepared CEL input) of every pool not in `changed` with `previous`.
+    pub fn rebuild<'a>(
+        slices: impl IntoIterator<Item = &'a ResourceSlice>,
+        previous: Option<&Index>,
+        changed: &HashSet<(String, String)>,
+    ) -> Index {
         let mut grouped: BTreeMap<(String, String), Vec<&ResourceSlice>> = BTreeMap::new();
         for s in slices {
             grouped
@@ -208,7 +248,7 @@ impl Index {
                 has_binding_conditions: false,
                 slice_extractors: Vec::new(),
             };
-            let mut names = std::collections::HashSet::new();
+            let mut names = HashSet::new();
             for (slice_idx, s) in current.iter().enumerate() {
                 for (i, cs) in s.spec.shared_counters.iter().enumerate() {
                     if pool.counter_sets.contains_key(&cs.name) && pool.invalid.is_none() {
@@ -239,20 +279,19 @@ impl Index {
                     }
                     let key = DeviceKey::new(&driver, &pool_name, &d.name);
                     let idx = index.devices.len() as DevIdx;
-                    index.by_key.entry(key.clone()).or_insert(idx);
+                    let reused = previous
+                        .filter(|_| !changed.contains(&(driver.clone(), pool_name.clone())))
+                        .and_then(|prev| {
+                            prev.by_key
+                                .get(&key)
+                                .map(|&i| prev.devices[i as usize].data.clone())
+                        });
+                    let data = reused.unwrap_or_else(|| Arc::new(DeviceData::new(key.clone(), d)));
+                    index.by_key.entry(key).or_insert(idx);
                     index.devices.push(DeviceEntry {
-                        key,
                         pool: pool_idx,
                         slice: slice_idx,
-                        attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
-                        capacity_values: d
-                            .capacity
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.value.clone()))
-                            .collect(),
-                        allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
-                        device: d.clone(),
-                        cel: OnceLock::new(),
+                        data,
                     });
                     devs.push(idx);
                 }
@@ -436,6 +475,43 @@ mod tests {
         .join("\n");
         let idx = Index::build(&slices(&json));
         assert_eq!(idx.pools[0].invalid.as_deref(), Some("duplicate device name a"));
+    }
+
+    #[test]
+    fn rebuild_shares_devices_of_unchanged_pools() {
+        let v1 = [
+            slice("s1", "n1", "p", 1, 1, &["a"]),
+            slice("s2", "n1", "q", 1, 1, &["b"]),
+        ]
+        .join("\n");
+        let first = Index::build(&slices(&v1));
+        let v2 = [
+            slice("s1", "n1", "p", 2, 1, &["a2"]),
+            slice("s2", "n1", "q", 1, 1, &["b"]),
+        ]
+        .join("\n");
+        let changed: HashSet<(String, String)> = [("d".to_string(), "p".to_string())].into();
+        let second = Index::rebuild(&slices(&v2), Some(&first), &changed);
+        let b = |i: &Index| {
+            i.devices[i.by_key[&DeviceKey::new("d", "q", "b")] as usize]
+                .data
+                .clone()
+        };
+        assert!(
+            Arc::ptr_eq(&b(&first), &b(&second)),
+            "pool q did not change: device data shared"
+        );
+        assert!(
+            second.by_key.contains_key(&DeviceKey::new("d", "p", "a2")),
+            "pool p rebuilt"
+        );
+        assert!(!second.by_key.contains_key(&DeviceKey::new("d", "p", "a")));
+        let all: HashSet<(String, String)> = [("d".to_string(), "q".to_string())].into();
+        let third = Index::rebuild(&slices(&v2), Some(&second), &all);
+        assert!(
+            !Arc::ptr_eq(&b(&second), &b(&third)),
+            "a changed pool is converted again"
+        );
     }
 
     #[test]

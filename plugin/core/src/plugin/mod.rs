@@ -11,10 +11,11 @@
 //!   (the old contribution is removed, the new one added);
 //! - sharing-affinity locks are derived per device from the claims holding it, cached, and
 //!   recomputed only for devices whose holders changed;
-//! - the slice index is rebuilt lazily, on the first cycle after a slice event.
+//! - the slice index is rebuilt lazily, on the first PreFilter after a slice event, reusing the
+//!   converted devices of the pools the events did not touch.
 
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::affinity::{Config, Extractors, LockState, Values};
 use crate::allocator::{AllocatedState, ClaimAffinity, ClaimResult, LockSource};
@@ -108,6 +109,9 @@ pub struct Plugin {
     /// Reserved but not yet bound claims (the scheduler's in-flight allocations).
     inflight: BTreeMap<String, ResourceClaim>,
     derived: Option<Derived>,
+    /// Slices changed since the index was built, and the pools they belong to.
+    slices_dirty: bool,
+    changed_pools: HashSet<(String, String)>,
     allocated: AllocatedState,
     holders: HashMap<DeviceKey, BTreeMap<String, Holder>>,
     /// Affinity values fixed by our own Reserve, per (claim, device): no second CEL pass.
@@ -130,6 +134,8 @@ impl Plugin {
             templates: BTreeMap::new(),
             inflight: BTreeMap::new(),
             derived: None,
+            slices_dirty: false,
+            changed_pools: HashSet::new(),
             allocated: AllocatedState::default(),
             holders: HashMap::new(),
             known_values: HashMap::new(),
@@ -188,8 +194,12 @@ impl Plugin {
                 self.classes.insert(key, *c);
             }
             Object::ResourceSlice(s) => {
-                self.slices.insert(key, *s);
-                self.derived = None;
+                self.changed_pools
+                    .insert((s.spec.driver.clone(), s.spec.pool.name.clone()));
+                if let Some(old) = self.slices.insert(key, *s) {
+                    self.changed_pools.insert((old.spec.driver, old.spec.pool.name));
+                }
+                self.slices_dirty = true;
             }
             Object::ResourceClaimTemplate(t) => {
                 self.templates.insert(key, *t);
@@ -239,8 +249,11 @@ impl Plugin {
             "DeviceClass" => {
                 self.classes.remove(&key);
             }
-            "ResourceSlice" if self.slices.remove(&key).is_some() => {
-                self.derived = None;
+            "ResourceSlice" => {
+                if let Some(old) = self.slices.remove(&key) {
+                    self.changed_pools.insert((old.spec.driver, old.spec.pool.name));
+                    self.slices_dirty = true;
+                }
             }
             "ResourceClaimTemplate" => {
                 self.templates.remove(&key);
@@ -312,11 +325,29 @@ impl Plugin {
         }
     }
 
+    /// The slice-derived state, rebuilt after slice events. Pools whose slices did not change keep
+    /// their converted devices (and prepared CEL input). A rebuild during a cycle ends that cycle:
+    /// the extractor outcomes PreFilter computed refer to the old index.
     fn derived(&mut self) -> &Derived {
-        if self.derived.is_none() {
-            let index = Index::build(self.slices.values());
+        if self.derived.is_none() || self.slices_dirty {
+            let previous = self.derived.take();
+            let index = Index::rebuild(
+                self.slices.values(),
+                previous.as_ref().map(|d| &d.index),
+                &self.changed_pools,
+            );
             let extractors = Extractors::build(&index, &self.config, &self.cel);
             self.locks.borrow_mut().clear();
+            self.changed_pools.clear();
+            self.slices_dirty = false;
+            if previous.is_some()
+                && let Some(c) = &mut self.cycle
+                && c.reserved.is_none()
+            {
+                c.status =
+                    Status::error("ResourceSlices changed during the scheduling cycle; run PreFilter again");
+                c.nodes.clear();
+            }
             self.derived = Some(Derived {
                 index,
                 extractors,
