@@ -101,6 +101,8 @@ pub struct DeviceChoice {
     pub affinity: Option<Values>,
     /// The device was already locked to compatible values before this call.
     pub joined_lock: bool,
+    /// A shared allocation of a multi-allocatable device: it gets a share ID at Reserve.
+    pub shared: bool,
 }
 
 /// The allocation of one claim.
@@ -600,11 +602,17 @@ impl<'a> Allocator<'a> {
         if self.input.extractors.is_empty() || !self.input.consolidate {
             rest = self.cands.clone();
         } else {
+            let index = self.input.index;
             for &d in &self.cands {
-                let joined = match self.wanted(rd, d) {
-                    Ok(Some(w)) => matches!(self.input.locks.lock(d), LockState::Locked(l) if l == w),
-                    _ => false,
-                };
+                // Only a shared device of an affinity pool that is locked can be joined; check the
+                // cheap conditions before computing the values the request wants.
+                let entry = index.device(d);
+                let joined = entry.allow_multiple
+                    && self.input.extractors.pool_has_affinity(index, d)
+                    && match self.input.locks.lock(d) {
+                        LockState::Locked(l) => matches!(self.wanted(rd, d), Ok(Some(w)) if w == l),
+                        _ => false,
+                    };
                 if joined { first.push(d) } else { rest.push(d) }
             }
         }
@@ -853,12 +861,7 @@ impl<'a> Allocator<'a> {
                 }
             }
             undo.capacity = Some(c.clone());
-            share_id = Some(share_id_for(
-                self.input.claims[r.claim].key,
-                &request,
-                &entry.key,
-                self.results[r.claim].len(),
-            ));
+            share_id = Some(String::new());
             if !c.is_empty() {
                 consumed = Some(c);
             }
@@ -973,13 +976,14 @@ impl<'a> Allocator<'a> {
                     tolerations: ch.tolerations.clone(),
                     binding_conditions: entry.device.binding_conditions.clone(),
                     binding_failure_conditions: entry.device.binding_failure_conditions.clone(),
-                    share_id: ch.share_id.clone(),
+                    share_id: None,
                     consumed_capacity: ch.consumed.clone(),
                 });
                 choices.push(DeviceChoice {
                     dev: ch.dev,
                     affinity: ch.affinity.clone(),
                     joined_lock: ch.joined_lock,
+                    shared: ch.share_id.is_some(),
                 });
             }
             let config = self.configs(ci, claim);
@@ -1133,6 +1137,30 @@ fn lookup<'e>(entry: &'e crate::index::DeviceEntry, driver: &str, attr: &str) ->
         Some(Ok(v)) => Lookup::Value(v),
         Some(Err(())) => Lookup::Invalid,
         None => Lookup::Missing,
+    }
+}
+
+impl ClaimResult {
+    /// Gives every shared result its share ID (Filter leaves them unset: only the allocation that
+    /// Reserve commits needs them).
+    pub fn assign_share_ids(&mut self, claim: &str, index: &Index) {
+        for (position, (res, ch)) in self
+            .allocation
+            .devices
+            .results
+            .iter_mut()
+            .zip(&self.choices)
+            .enumerate()
+        {
+            if ch.shared {
+                res.share_id = Some(share_id_for(
+                    claim,
+                    &res.request,
+                    &index.device(ch.dev).key,
+                    position,
+                ));
+            }
+        }
     }
 }
 

@@ -312,6 +312,10 @@ impl Plugin {
             .derived
             .as_ref()
             .ok_or_else(|| Status::error("internal: slice index missing"))?;
+        let mut result = result;
+        for (cr, &i) in result.iter_mut().zip(&cycle.pending) {
+            cr.assign_share_ids(&cycle.claims[i].key, &d.index);
+        }
         let locks = self.lock_view(d);
         for cr in &result {
             for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
