@@ -196,7 +196,7 @@ struct Chosen {
     request: String,
     dev: DevIdx,
     admin: bool,
-    share_id: Option<String>,
+    shared: bool,
     consumed: Option<BTreeMap<String, Quantity>>,
     affinity: Option<Values>,
     joined_lock: bool,
@@ -424,7 +424,8 @@ impl<'a> Allocator<'a> {
                 }
                 for &s in &np.slices {
                     for &d in &pool.slices[s].devices {
-                        if self.selectable(ci, (ri, si), &rd, d)? && self.capacity_fits(&rd, d) == Some(true)
+                        if selectable(self.input, &mut self.matches, ci, (ri, si), &rd, d)?
+                            && self.capacity_fits(&rd, d) == Some(true)
                         {
                             rd.all_devices.push(d);
                         }
@@ -434,62 +435,6 @@ impl<'a> Allocator<'a> {
             rd.num_devices = rd.all_devices.len();
         }
         Ok(rd)
-    }
-
-    /// Class selectors, request selectors, per-device node selection; cached per (device, request).
-    fn selectable(
-        &mut self,
-        ci: usize,
-        (ri, si): (usize, usize),
-        rd: &ReqData<'_>,
-        d: DevIdx,
-    ) -> Result<bool, String> {
-        if let Some(&m) = self.matches.get(&(d, ci, ri, si)) {
-            return Ok(m);
-        }
-        let index = self.input.index;
-        let entry = index.device(d);
-        let pool = &index.pools[entry.pool];
-        let claim = self.input.claims[ci].key;
-        let mut ok = true;
-        let class_sel = rd
-            .class
-            .spec
-            .selectors
-            .iter()
-            .map(|s| (true, s.cel.expression.as_str()));
-        let req_sel = rd.selectors.iter().map(|s| (false, *s));
-        for (i, (from_class, expr)) in class_sel.chain(req_sel).enumerate() {
-            let owner = if from_class {
-                format!("class {}", rd.class.metadata.name)
-            } else {
-                format!("claim {claim}")
-            };
-            let sel = self
-                .input
-                .cel
-                .selector(expr)
-                .map_err(|e| format!("{owner}: selector {expr:?}: CEL compile error: {e}"))?;
-            let dev = entry
-                .cel(&pool.driver)
-                .map_err(|e| format!("{owner}: device {}: {e}", entry.key))?;
-            let m = sel.matches(dev).map_err(|e| {
-                format!(
-                    "{owner}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
-                    entry.key
-                )
-            })?;
-            if !m {
-                ok = false;
-                break;
-            }
-        }
-        if ok && pool.slices[entry.slice].per_device {
-            ok = device_node_matches(self.input.node, &entry.device)
-                .map_err(|e| format!("device {}: {e}", entry.key))?;
-        }
-        self.matches.insert((d, ci, ri, si), ok);
-        Ok(ok)
     }
 
     /// Upstream `CmpRequestOverCapacity`: `None` when the request names a capacity the device
@@ -711,7 +656,8 @@ impl<'a> Allocator<'a> {
             if !admin && self.device_in_use(d) {
                 continue;
             }
-            if !self.selectable_at(r, d)? {
+            let rd = &self.reqs[r.claim][r.request][r.sub];
+            if !selectable(self.input, &mut self.matches, r.claim, (r.request, r.sub), rd, d)? {
                 continue;
             }
             let Some(undo) = self.allocate_device(r, d, false)? else {
@@ -734,14 +680,6 @@ impl<'a> Allocator<'a> {
             }
         }
         Ok(false)
-    }
-
-    fn selectable_at(&mut self, r: Pos, d: DevIdx) -> Result<bool, String> {
-        // Temporarily move the request data out to satisfy the borrow checker.
-        let rd = std::mem::replace(&mut self.reqs[r.claim][r.request][r.sub], placeholder(self.input));
-        let res = self.selectable(r.claim, (r.request, r.sub), &rd, d);
-        self.reqs[r.claim][r.request][r.sub] = rd;
-        res
     }
 
     /// Availability and constraint checks for one candidate; on success the call's state is
@@ -840,7 +778,7 @@ impl<'a> Allocator<'a> {
             request: request_name,
             sub: sub_name,
         };
-        let mut share_id = None;
+        let mut shared = false;
         let mut consumed = None;
         if ama {
             let caps = &entry.device.capacity;
@@ -861,7 +799,7 @@ impl<'a> Allocator<'a> {
                 }
             }
             undo.capacity = Some(c.clone());
-            share_id = Some(String::new());
+            shared = true;
             if !c.is_empty() {
                 consumed = Some(c);
             }
@@ -880,7 +818,7 @@ impl<'a> Allocator<'a> {
             request,
             dev: d,
             admin,
-            share_id,
+            shared,
             consumed,
             affinity: wanted,
             joined_lock,
@@ -983,7 +921,7 @@ impl<'a> Allocator<'a> {
                     dev: ch.dev,
                     affinity: ch.affinity.clone(),
                     joined_lock: ch.joined_lock,
-                    shared: ch.share_id.is_some(),
+                    shared: ch.shared,
                 });
             }
             let config = self.configs(ci, claim);
@@ -1101,23 +1039,60 @@ impl<'a> Allocator<'a> {
     }
 }
 
-fn placeholder<'a>(input: &'a Input<'a>) -> ReqData<'a> {
-    static EMPTY: std::sync::OnceLock<HashMap<ExtId, Outcome>> = std::sync::OnceLock::new();
-    static CLASS: std::sync::OnceLock<DeviceClass> = std::sync::OnceLock::new();
-    let _ = input;
-    ReqData {
-        request: "",
-        sub: None,
-        class: CLASS.get_or_init(DeviceClass::default),
-        selectors: Vec::new(),
-        mode: Mode::Exact(0),
-        admin: false,
-        tolerations: &[],
-        capacity: None,
-        all_devices: Vec::new(),
-        num_devices: 0,
-        affinity: EMPTY.get_or_init(HashMap::new),
+/// Class selectors, request selectors, per-device node selection; cached per (device, request).
+fn selectable(
+    input: &Input<'_>,
+    matches: &mut HashMap<(DevIdx, usize, usize, usize), bool>,
+    ci: usize,
+    (ri, si): (usize, usize),
+    rd: &ReqData<'_>,
+    d: DevIdx,
+) -> Result<bool, String> {
+    if let Some(&m) = matches.get(&(d, ci, ri, si)) {
+        return Ok(m);
     }
+    let index = input.index;
+    let entry = index.device(d);
+    let pool = &index.pools[entry.pool];
+    let claim = input.claims[ci].key;
+    let mut ok = true;
+    let class_sel = rd
+        .class
+        .spec
+        .selectors
+        .iter()
+        .map(|s| (true, s.cel.expression.as_str()));
+    let req_sel = rd.selectors.iter().map(|s| (false, *s));
+    for (i, (from_class, expr)) in class_sel.chain(req_sel).enumerate() {
+        let owner = if from_class {
+            format!("class {}", rd.class.metadata.name)
+        } else {
+            format!("claim {claim}")
+        };
+        let sel = input
+            .cel
+            .selector(expr)
+            .map_err(|e| format!("{owner}: selector {expr:?}: CEL compile error: {e}"))?;
+        let dev = entry
+            .cel(&pool.driver)
+            .map_err(|e| format!("{owner}: device {}: {e}", entry.key))?;
+        let m = sel.matches(dev).map_err(|e| {
+            format!(
+                "{owner}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
+                entry.key
+            )
+        })?;
+        if !m {
+            ok = false;
+            break;
+        }
+    }
+    if ok && pool.slices[entry.slice].per_device {
+        ok = device_node_matches(input.node, &entry.device)
+            .map_err(|e| format!("device {}: {e}", entry.key))?;
+    }
+    matches.insert((d, ci, ri, si), ok);
+    Ok(ok)
 }
 
 fn add_new(from: &[NodeSelectorRequirement], to: &mut Vec<NodeSelectorRequirement>) {

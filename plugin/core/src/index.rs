@@ -250,11 +250,10 @@ impl Index {
             };
             let mut names = HashSet::new();
             for (slice_idx, s) in current.iter().enumerate() {
-                for (i, cs) in s.spec.shared_counters.iter().enumerate() {
+                for cs in &s.spec.shared_counters {
                     if pool.counter_sets.contains_key(&cs.name) && pool.invalid.is_none() {
                         pool.invalid = Some(format!("duplicate counter set name {}", cs.name));
                     }
-                    let _ = i;
                     pool.counter_sets.insert(
                         cs.name.clone(),
                         cs.counters
