@@ -214,16 +214,15 @@ impl Plugin {
         let Some(d) = self.derived.as_ref() else {
             return fail(Status::error("internal: slice index missing"));
         };
-        let pools = {
-            let mut cache = d.node_pools.borrow_mut();
-            cache
-                .entry(node_name.to_string())
-                .or_insert_with(|| d.index.pools_for_node(node))
-                .clone()
-        };
-        let pools = match pools {
-            Ok(p) => p,
-            Err(e) => return fail(Status::error(e)),
+        // The node's pools are computed once per node and index; the cache stays borrowed for
+        // the allocation call, which does not touch it.
+        let mut cache = d.node_pools.borrow_mut();
+        if !cache.contains_key(node_name) {
+            cache.insert(node_name.to_string(), d.index.pools_for_node(node));
+        }
+        let pools = match &cache[node_name] {
+            Ok(p) => p.as_slice(),
+            Err(e) => return fail(Status::error(e.clone())),
         };
         let inputs: Vec<ClaimInput<'_>> = cycle
             .pending
@@ -244,7 +243,7 @@ impl Plugin {
             allocated: &self.allocated,
             locks: &locks,
             node,
-            pools: &pools,
+            pools,
             claims: &inputs,
             consolidate: self.config.consolidate,
         };
