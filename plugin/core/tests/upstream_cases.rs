@@ -1145,3 +1145,20 @@ fn more_than_32_devices_per_claim_is_an_error() {
     );
     error(got, "exceeds the claim limit of 32", "AllocationResultsMaxSize");
 }
+
+#[test]
+fn invalid_zero_step_does_not_crash_the_allocator() {
+    let policy = json!({"default": "1", "validRange": {"min": "1", "step": "0"}});
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1").ama().cap_policy(C0, "4", policy)]),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").rq("3")])],
+    );
+    assert_eq!(
+        got.unwrap(),
+        vec![vec![g("req-0", "device-1", true, c0("3"))]],
+        "request taken unrounded"
+    );
+}
