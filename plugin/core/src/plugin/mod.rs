@@ -27,7 +27,7 @@ use crate::model::{
 };
 use crate::object::{Object, decode_object, object_key, parse_objects};
 use crate::quantity::Quantity;
-use crate::status::{Code, Status};
+use crate::status::Status;
 
 mod cycle;
 mod locks;
@@ -398,12 +398,5 @@ fn bump(map: &mut HashMap<DeviceKey, usize>, key: &DeviceKey, add: bool) {
         if *n == 0 {
             map.remove(key);
         }
-    }
-}
-
-impl Code {
-    /// Whether the code means the pod does not fit (as opposed to success or an error).
-    pub fn is_unschedulable(self) -> bool {
-        matches!(self, Code::Unschedulable | Code::UnschedulableAndUnresolvable)
     }
 }
