@@ -33,14 +33,7 @@ pub fn testdata_dir() -> PathBuf {
 /// All scenarios that can be benchmarked, sorted by name. Directories without a pending pod whose
 /// prefilter succeeds in `expected.json` are skipped with a note on stderr.
 pub fn scenarios() -> Vec<Scenario> {
-    let Ok(entries) = std::fs::read_dir(testdata_dir()) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
+    let dirs = sharing_affinity_host::replay::scenario_dirs();
     dirs.into_iter()
         .filter_map(|dir| match load(&dir) {
             Ok(s) => Some(s),

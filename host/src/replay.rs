@@ -214,6 +214,21 @@ fn nanos(start: Instant) -> u64 {
     u64::try_from(start.elapsed().as_nanos()).unwrap_or(u64::MAX)
 }
 
+/// The recorded cycles bundled with the workspace: every directory under `testdata/`, sorted by
+/// name (used by the golden tests and the benches).
+pub fn scenario_dirs() -> Vec<std::path::PathBuf> {
+    let root = crate::artifact::workspace_root().join("testdata");
+    let Ok(entries) = std::fs::read_dir(&root) else {
+        return Vec::new();
+    };
+    let mut dirs: Vec<std::path::PathBuf> = entries
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.is_dir())
+        .collect();
+    dirs.sort();
+    dirs
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -270,14 +270,19 @@ fn guest_exports_the_documented_hooks_only() {
     assert_eq!(exports, expected);
 }
 
+/// Each pod with the node it was bound to, if any.
+fn placed(decisions: &[Decision]) -> Vec<(&str, Option<&str>)> {
+    decisions
+        .iter()
+        .map(|d| (d.pod.as_str(), d.node.as_ref().ok().map(String::as_str)))
+        .collect()
+}
+
 #[test]
 fn small_scenario_matches_native_and_the_store_holds_the_result() {
     let objects = objects("small", SMALL);
     let (decisions, mut kswe) = compare_objects("small", &objects, "");
-    let placed: Vec<(&str, Option<&str>)> = decisions
-        .iter()
-        .map(|d| (d.pod.as_str(), d.node.as_ref().ok().map(String::as_str)))
-        .collect();
+    let placed = placed(&decisions);
     assert_eq!(
         placed,
         [
@@ -319,10 +324,7 @@ fn small_scenario_matches_native_and_the_store_holds_the_result() {
 #[test]
 fn packing_scenario_matches_native_and_writes_allocations_back() {
     let (decisions, mut kswe) = compare("multi-node-packing-compatible-lock");
-    let placed: Vec<(&str, Option<&str>)> = decisions
-        .iter()
-        .map(|d| (d.pod.as_str(), d.node.as_ref().ok().map(String::as_str)))
-        .collect();
+    let placed = placed(&decisions);
     assert_eq!(
         placed,
         [

@@ -12,7 +12,7 @@
 //! `AFFINITY_BLESS=1 cargo test -p sharing-affinity-host --test replay` rewrites `expected.json` from
 //! the native engine (the component and kswe trials then check they agree with it).
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::OnceLock;
 
 use libtest_mimic::{Arguments, Failed, Trial};
@@ -23,13 +23,13 @@ use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
-use sharing_affinity_host::replay::{Cluster, PodOutcome, Replay, replay, schedule};
+use sharing_affinity_host::replay::{Cluster, PodOutcome, Replay, replay, scenario_dirs, schedule};
 use sharing_affinity_host::report;
 
 fn main() {
     let args = Arguments::from_args();
     let mut trials = Vec::new();
-    for dir in scenarios() {
+    for dir in scenario_dirs() {
         let name = dir
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
@@ -61,20 +61,6 @@ fn main() {
         memory_limit_trap,
     ));
     libtest_mimic::run(&args, trials).exit();
-}
-
-/// The scenario directories, sorted by name.
-fn scenarios() -> Vec<PathBuf> {
-    let root = artifact::workspace_root().join("testdata");
-    let Ok(entries) = std::fs::read_dir(&root) else {
-        return Vec::new();
-    };
-    let mut dirs: Vec<PathBuf> = entries
-        .filter_map(|e| e.ok().map(|e| e.path()))
-        .filter(|p| p.is_dir())
-        .collect();
-    dirs.sort();
-    dirs
 }
 
 fn blessing() -> bool {
@@ -188,7 +174,7 @@ fn golden_kswe(dir: &Path) -> Result<(), Failed> {
 /// The binary end to end: `replay DIR --engine kswe --output json` builds the KSWE guest itself,
 /// decides as `expected.json` says and reports `timing.engine` as `kswe`.
 fn cli_kswe() -> Result<(), Failed> {
-    let dir = scenarios()
+    let dir = scenario_dirs()
         .into_iter()
         .find(|d| d.ends_with("multi-node-packing-compatible-lock"))
         .ok_or("testdata/multi-node-packing-compatible-lock is missing")?;

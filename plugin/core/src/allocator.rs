@@ -228,7 +228,7 @@ struct Allocator<'a> {
     allocating_affinity: HashMap<DevIdx, (Values, usize)>,
     counters: CounterState,
     matches: HashMap<(DevIdx, usize, usize, usize), bool>,
-    order: HashMap<(usize, usize, usize), Vec<DevIdx>>,
+    order: HashMap<(usize, usize, usize), std::rc::Rc<[DevIdx]>>,
     notes: std::collections::BTreeSet<String>,
 }
 
@@ -537,7 +537,7 @@ impl<'a> Allocator<'a> {
 
     /// Candidate order for a request: devices already locked to the values the request wants come
     /// first (consolidation); otherwise first-fit order.
-    fn order_for(&mut self, ci: usize, ri: usize, si: usize) -> Vec<DevIdx> {
+    fn order_for(&mut self, ci: usize, ri: usize, si: usize) -> std::rc::Rc<[DevIdx]> {
         if let Some(o) = self.order.get(&(ci, ri, si)) {
             return o.clone();
         }
@@ -562,8 +562,9 @@ impl<'a> Allocator<'a> {
             }
         }
         first.extend(rest);
-        self.order.insert((ci, ri, si), first.clone());
-        first
+        let order: std::rc::Rc<[DevIdx]> = first.into();
+        self.order.insert((ci, ri, si), order.clone());
+        order
     }
 
     fn allocate_one(&mut self, r: Pos, in_sub: bool, start: usize) -> Result<bool, Stop> {
