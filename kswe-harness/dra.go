@@ -1,0 +1,116 @@
+package main
+
+// The sharing-affinity.dra/v1 host module on wazero, and the import resolver that lets the
+// unmodified KSWE plugin link a guest against it.
+//
+// KSWE creates its own wazero runtime and instantiates only its own host modules. wazero (since
+// v1.8) reads an experimental.ImportResolver from the context of every module instantiation and
+// asks it first for each imported module name; KSWE passes the framework's context down to every
+// guest instantiation. So the module lives in a runtime of ours, and every context given to the
+// plugin carries the resolver.
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	"github.com/tetratelabs/wazero/experimental"
+	corev1 "k8s.io/api/core/v1"
+)
+
+// draModule is the import module name the guest uses.
+const draModule = "sharing-affinity.dra/v1"
+
+type podKey struct{}
+
+// withPod marks a framework callback in progress for a pod. The module needs the current pod for
+// its writes; KSWE keeps its own per-call stack under an unexported context key, so the caller of
+// the plugin adds the pod under this one.
+func withPod(ctx context.Context, pod *corev1.Pod) context.Context {
+	return context.WithValue(ctx, podKey{}, pod)
+}
+
+func currentPod(ctx context.Context) *corev1.Pod {
+	pod, _ := ctx.Value(podKey{}).(*corev1.Pod)
+	return pod
+}
+
+// draHost is the instantiated host module and the runtime that owns it.
+type draHost struct {
+	runtime wazero.Runtime
+	module  api.Module
+}
+
+// read copies guest memory; outside memory is a panic, which wazero turns into a trap (§2.1).
+func read(m api.Module, fn, what string, ptr, length uint32) []byte {
+	b, ok := m.Memory().Read(ptr, length)
+	if !ok {
+		panic(fmt.Sprintf("%s.%s: out of memory reading %s", draModule, fn, what))
+	}
+	return append([]byte(nil), b...)
+}
+
+// newDraHost instantiates the module over the store in a runtime of its own.
+func newDraHost(ctx context.Context, s *store) (*draHost, error) {
+	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
+	i32 := api.ValueTypeI32
+	params := []api.ValueType{i32, i32, i32, i32}
+	results := []api.ValueType{i32}
+	changes := func(_ context.Context, m api.Module, stack []uint64) {
+		cursor := read(m, "changes", "cursor", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+		buf, limit := api.DecodeU32(stack[2]), api.DecodeU32(stack[3])
+		doc := s.Changes(string(cursor))
+		if uint64(len(doc)) <= uint64(limit) && !m.Memory().Write(buf, doc) {
+			panic(draModule + ".changes: out of memory writing changes")
+		}
+		stack[0] = api.EncodeU32(uint32(len(doc)))
+	}
+	writer := func(name string, pending bool) api.GoModuleFunc {
+		return func(ctx context.Context, m api.Module, stack []uint64) {
+			claim := read(m, name, "claim", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+			alloc := read(m, name, "allocation", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+			pod := currentPod(ctx)
+			result := draNoPod
+			switch {
+			case pod == nil:
+			case pending:
+				result = s.SetPending(string(claim), pod, alloc)
+			default:
+				result = s.WriteAllocation(string(claim), pod, alloc)
+			}
+			stack[0] = api.EncodeI32(result)
+		}
+	}
+	b := r.NewHostModuleBuilder(draModule)
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(changes), params, results).
+		WithParameterNames("cursor", "cursor_len", "buf", "buf_limit").Export("changes")
+	b.NewFunctionBuilder().WithGoModuleFunction(writer("allocation", false), params, results).
+		WithParameterNames("claim", "claim_len", "json", "json_len").Export("allocation")
+	b.NewFunctionBuilder().WithGoModuleFunction(writer("pending_allocation", true), params, results).
+		WithParameterNames("claim", "claim_len", "json", "json_len").Export("pending_allocation")
+	// Compile and InstantiateModule rather than b.Instantiate: the builder wraps its instance in a
+	// type that the import resolver cannot link (wazero v1.11 panics on it).
+	compiled, err := b.Compile(ctx)
+	var module api.Module
+	if err == nil {
+		module, err = r.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithName(draModule))
+	}
+	if err != nil {
+		_ = r.Close(ctx)
+		return nil, fmt.Errorf("instantiating %s: %w", draModule, err)
+	}
+	return &draHost{runtime: r, module: module}, nil
+}
+
+// resolve returns ctx with the import resolver that serves the module to every guest instance.
+func (h *draHost) resolve(ctx context.Context) context.Context {
+	return experimental.WithImportResolver(ctx, func(name string) api.Module {
+		if name == draModule {
+			return h.module
+		}
+		return nil
+	})
+}
+
+func (h *draHost) Close(ctx context.Context) error { return h.runtime.Close(ctx) }

@@ -1,0 +1,300 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/tetratelabs/wazero"
+	"github.com/tetratelabs/wazero/api"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/klog/v2"
+)
+
+func claimObject(name string) map[string]any {
+	return map[string]any{
+		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+		"metadata": map[string]any{"name": name, "namespace": "ns"},
+	}
+}
+
+type feedDoc struct {
+	Cursor string `json:"cursor"`
+	Resync bool   `json:"resync"`
+	Events []struct {
+		Type   string         `json:"type"`
+		Object map[string]any `json:"object"`
+	} `json:"events"`
+}
+
+func feed(t *testing.T, s *store, cursor string) feedDoc {
+	t.Helper()
+	var d feedDoc
+	if err := json.Unmarshal(s.Changes(cursor), &d); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
+func events(d feedDoc) []string {
+	out := []string{}
+	for _, e := range d.Events {
+		out = append(out, e.Type+" "+str(e.Object, "metadata", "name"))
+	}
+	return out
+}
+
+func testPod() *corev1.Pod {
+	template := "t"
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns", UID: "u1"},
+		Spec: corev1.PodSpec{ResourceClaims: []corev1.PodResourceClaim{
+			{Name: "gpu", ResourceClaimTemplateName: &template},
+		}},
+	}
+}
+
+func TestFeedReportsChangesSinceTheCursor(t *testing.T) {
+	s := newStore()
+	s.Add(claimObject("a"))
+	s.Add(claimObject("b"))
+	first := feed(t, s, "")
+	if !first.Resync || !reflect.DeepEqual(events(first), []string{"ADDED a", "ADDED b"}) {
+		t.Fatalf("empty cursor: resync with every object, got %+v", events(first))
+	}
+	if rv := str(first.Events[0].Object, "metadata", "resourceVersion"); rv != "1" {
+		t.Errorf("resourceVersion is the revision: got %q", rv)
+	}
+	if got := events(feed(t, s, first.Cursor)); len(got) != 0 {
+		t.Errorf("nothing changed: %v", got)
+	}
+	s.Add(claimObject("a"))
+	s.Add(claimObject("c"))
+	if err := s.Delete("ResourceClaim", "ns/b"); err != nil {
+		t.Fatal(err)
+	}
+	second := feed(t, s, first.Cursor)
+	if second.Resync || !reflect.DeepEqual(events(second), []string{"MODIFIED a", "ADDED c", "DELETED b"}) {
+		t.Errorf("since the first cursor: %+v", second)
+	}
+	s.Add(claimObject("tmp"))
+	if err := s.Delete("ResourceClaim", "ns/tmp"); err != nil {
+		t.Fatal(err)
+	}
+	if got := events(feed(t, s, second.Cursor)); len(got) != 0 {
+		t.Errorf("created and deleted between two pulls: not reported, got %v", got)
+	}
+	if err := s.Delete("ResourceClaim", "ns/zz"); err == nil || !strings.Contains(err.Error(), "ResourceClaim ns/zz") {
+		t.Errorf("delete of a missing object: %v", err)
+	}
+}
+
+func TestForeignMalformedOrFutureCursorsResync(t *testing.T) {
+	s := newStore()
+	s.Add(claimObject("a"))
+	other := newStore()
+	for _, cursor := range []string{"garbage", "1", other.changesCursor(), strings.Split(s.changesCursor(), ".")[0] + ".99"} {
+		d := feed(t, s, cursor)
+		if !d.Resync || len(d.Events) != 1 || d.Events[0].Type != "ADDED" {
+			t.Errorf("cursor %q: want a resync, got %+v", cursor, d)
+		}
+	}
+}
+
+func (s *store) changesCursor() string {
+	var d feedDoc
+	_ = json.Unmarshal(s.Changes(""), &d)
+	return d.Cursor
+}
+
+func TestPendingAllocationsOverlayTheFeedUntilUnreserve(t *testing.T) {
+	s := newStore()
+	s.Add(claimObject("a"))
+	cursor := feed(t, s, "").Cursor
+	alloc := []byte(`{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x"}]}}`)
+	pod := testPod()
+	if got := s.SetPending("ns/zz", pod, alloc); got != draNotFound {
+		t.Errorf("unknown claim: %d", got)
+	}
+	if got := s.SetPending("ns/a", pod, []byte(`{"devices":{"results":"no"}}`)); got != draInvalid {
+		t.Errorf("invalid allocation: %d", got)
+	}
+	if got := s.SetPending("ns/a", pod, alloc); got != draOK {
+		t.Fatalf("pending: %d", got)
+	}
+	d := feed(t, s, cursor)
+	if !reflect.DeepEqual(events(d), []string{"MODIFIED a"}) || !strings.Contains(string(s.Changes(cursor)), `"device":"x"`) {
+		t.Errorf("pending allocation shown as status.allocation: %s", s.Changes(cursor))
+	}
+	s.ClearPending("u1")
+	d2 := feed(t, s, d.Cursor)
+	if !reflect.DeepEqual(events(d2), []string{"MODIFIED a"}) || strings.Contains(string(s.Changes(d.Cursor)), "allocation") {
+		t.Errorf("Unreserve reverts the claim: %s", s.Changes(d.Cursor))
+	}
+}
+
+func TestWriteAllocationReservesOnceAndDetectsConflicts(t *testing.T) {
+	s := newStore()
+	s.Add(claimObject("a"))
+	pod := testPod()
+	a1 := []byte(`{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x","consumedCapacity":{"c":"1Gi"}}]}}`)
+	same := []byte(`{"devices":{"config":[],"results":[{"request":"r","driver":"d","pool":"p","device":"x","consumedCapacity":{"c":"1024Mi"}}]}}`)
+	other := []byte(`{"devices":{"results":[]}}`)
+	for i, alloc := range [][]byte{a1, same} {
+		if got := s.WriteAllocation("ns/a", pod, alloc); got != draOK {
+			t.Fatalf("write %d: %d", i, got)
+		}
+	}
+	if got := s.WriteAllocation("ns/a", pod, other); got != draConflict {
+		t.Errorf("different allocation: %d", got)
+	}
+	if got := s.SetPending("ns/a", pod, other); got != draConflict {
+		t.Errorf("pending over a different allocation: %d", got)
+	}
+	if got := s.WriteAllocation("ns/b", pod, a1); got != draNotFound {
+		t.Errorf("unknown claim: %d", got)
+	}
+	var d feedDoc
+	_ = json.Unmarshal(s.Changes(""), &d)
+	status := d.Events[0].Object["status"].(map[string]any)
+	if reserved := status["reservedFor"].([]any); len(reserved) != 1 || reserved[0].(map[string]any)["uid"] != "u1" {
+		t.Errorf("the pod is added to reservedFor once: %v", reserved)
+	}
+	if w := s.TakeWrites("u1"); len(w) != 2 || w[0].Claim != "ns/a" {
+		t.Errorf("writes recorded per pod: %v", w)
+	}
+}
+
+func TestTemplateClaimsAreCreatedOnWriteAndNamedInThePodStatus(t *testing.T) {
+	s := newStore()
+	s.Add(map[string]any{
+		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+		"metadata": map[string]any{"name": "t", "namespace": "ns"},
+		"spec": map[string]any{
+			"metadata": map[string]any{"labels": map[string]any{"l": "v"}},
+			"spec":     map[string]any{"devices": map[string]any{"requests": []any{map[string]any{"name": "r"}}}},
+		},
+	})
+	pod := testPod()
+	fields, err := corev1Fields(pod, "Pod")
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.Add(fields)
+	alloc := []byte(`{"devices":{"results":[]}}`)
+	if got := s.SetPending("ns/other", pod, alloc); got != draNotFound {
+		t.Errorf("not a claim of the pod: %d", got)
+	}
+	if got := s.SetPending("ns/p-gpu", pod, alloc); got != draOK {
+		t.Errorf("pending on a claim the pod generates: %d", got)
+	}
+	if got := s.WriteAllocation("ns/p-gpu", pod, alloc); got != draOK {
+		t.Fatalf("write: %d", got)
+	}
+	claim := s.entries[objectID{"ResourceClaim", "ns/p-gpu"}].object
+	if str(claim, "metadata", "labels", "l") != "v" || claim["spec"] == nil {
+		t.Errorf("template metadata and spec: %v", claim)
+	}
+	owners := claim["metadata"].(map[string]any)["ownerReferences"].([]any)
+	if owner := owners[0].(map[string]any); owner["uid"] != "u1" || owner["controller"] != true {
+		t.Errorf("the pod owns the claim: %v", owner)
+	}
+	stored, err := s.Pod("ns/p")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := stored.Status.ResourceClaimStatuses; len(st) != 1 || *st[0].ResourceClaimName != "p-gpu" {
+		t.Errorf("pod status names the claim: %v", st)
+	}
+	if len(s.pending) != 0 {
+		t.Errorf("the write replaces the pending allocation: %v", s.pending)
+	}
+}
+
+func TestBindPodSetsTheNodeName(t *testing.T) {
+	s := newStore()
+	fields, _ := corev1Fields(testPod(), "Pod")
+	s.Add(fields)
+	if err := s.BindPod("ns/p", "node-a"); err != nil {
+		t.Fatal(err)
+	}
+	if p, _ := s.Pod("ns/p"); p.Spec.NodeName != "node-a" || p.ResourceVersion != "2" {
+		t.Errorf("bound pod: %q rv %q", p.Spec.NodeName, p.ResourceVersion)
+	}
+	if err := s.BindPod("ns/none", "node-a"); err == nil {
+		t.Error("binding a missing pod is an error")
+	}
+}
+
+// The host module answers 4 to a write with no framework callback in progress (no pod in the
+// context), and a read outside memory panics (a trap for the guest).
+func TestHostModuleNeedsAPodAndPanicsOutsideMemory(t *testing.T) {
+	ctx := context.Background()
+	s := newStore()
+	s.Add(claimObject("a"))
+	h, err := newDraHost(ctx, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close(ctx)
+	if h.resolve(ctx) == ctx {
+		t.Error("resolve adds the resolver to the context")
+	}
+	m := fakeGuest(t, ctx)
+	defer m.Close(ctx)
+	mem := m.Memory()
+	mem.Write(0, []byte("ns/a"))
+	alloc := []byte(`{"devices":{"results":[]}}`)
+	mem.Write(16, alloc)
+	write := func(ctx context.Context, name string, stack []uint64) (result int32, panicked any) {
+		defer func() { panicked = recover() }()
+		fn := h.module.ExportedFunctionDefinitions()[name].GoFunction().(api.GoModuleFunction)
+		fn.Call(ctx, m, stack)
+		return api.DecodeI32(stack[0]), nil
+	}
+	if got, p := write(ctx, "allocation", []uint64{0, 4, 16, uint64(len(alloc))}); p != nil || got != draNoPod {
+		t.Errorf("no pod: %d %v", got, p)
+	}
+	if got, p := write(withPod(ctx, testPod()), "pending_allocation", []uint64{0, 4, 16, uint64(len(alloc))}); p != nil || got != draOK {
+		t.Errorf("with a pod: %d %v", got, p)
+	}
+	if _, p := write(ctx, "changes", []uint64{0, 1 << 30, 0, 10}); p == nil {
+		t.Error("a cursor outside memory panics")
+	}
+	doc := s.Changes("")
+	stack := []uint64{0, 0, 100, 10}
+	if _, p := write(ctx, "changes", stack); p != nil || int(stack[0]) != len(doc) {
+		t.Errorf("buf_limit too small: the length, nothing written: %d %v", stack[0], p)
+	}
+	stack = []uint64{0, 0, 100, uint64(len(doc))}
+	if _, p := write(ctx, "changes", stack); p != nil || int(stack[0]) != len(doc) {
+		t.Errorf("fits: %d %v", stack[0], p)
+	}
+	if got, _ := mem.Read(100, uint32(len(doc))); string(got) != string(doc) {
+		t.Errorf("written document: %s", got)
+	}
+}
+
+func TestKlogCaptureSeesGuestLogs(t *testing.T) {
+	log := captureKlog(t)
+	klog.ErrorS(nil, "sharing-affinity: object rejected", "object", "ns/c")
+	if lines := log.take(); len(lines) != 1 || !strings.Contains(lines[0], "object rejected") {
+		t.Errorf("captured: %v", lines)
+	}
+}
+
+// fakeGuest is `(module (memory (export "memory") 1))`, a guest memory for the host functions.
+func fakeGuest(t *testing.T, ctx context.Context) api.Module {
+	t.Helper()
+	bin := []byte{0, 'a', 's', 'm', 1, 0, 0, 0, 5, 3, 1, 0, 1, 7, 10, 1, 6, 'm', 'e', 'm', 'o', 'r', 'y', 2, 0}
+	r := wazero.NewRuntime(ctx)
+	t.Cleanup(func() { r.Close(ctx) })
+	m, err := r.Instantiate(ctx, bin)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
