@@ -1,0 +1,53 @@
+//! The sharing-affinity gate: the values a request wants on a device and the lock it meets.
+
+use super::{Allocator, ReqData};
+use crate::affinity::{self, LockState, Outcome, Rejection, Values};
+use crate::index::DevIdx;
+
+impl<'a> Allocator<'a> {
+    /// The affinity values the request wants on the device: `Ok(None)` when no extractor applies
+    /// (or the device is not shared), `Err` when the device is not viable.
+    pub(super) fn wanted(&self, rd: &ReqData<'_>, d: DevIdx) -> Result<Option<Values>, Rejection> {
+        let index = self.input.index;
+        let entry = index.device(d);
+        if !entry.allow_multiple || !self.input.extractors.pool_has_affinity(index, d) {
+            return Ok(None);
+        }
+        let ids = self
+            .input
+            .extractors
+            .applicable(index, self.input.cel, d)
+            .map_err(Rejection::Device)?;
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let missing = Outcome::Missing(String::new());
+        let outcomes: Vec<&Outcome> = ids
+            .iter()
+            .map(|id| rd.affinity.get(id).unwrap_or(&missing))
+            .collect();
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Missing(k) if k.is_empty()))
+        {
+            // The extractor was not evaluated for this claim at PreFilter: an internal error.
+            return Err(Rejection::Extraction(
+                "extractor outcome missing for request".into(),
+            ));
+        }
+        affinity::wanted(&outcomes).map(Some)
+    }
+
+    /// The device's lock as this call sees it: tentative in-call lock first, then persistent.
+    pub(super) fn current_lock(&self, d: DevIdx) -> LockState {
+        match self.allocating_affinity.get(&d) {
+            Some((v, _)) => LockState::Locked(v.clone()),
+            None => self.input.locks.lock(d),
+        }
+    }
+
+    pub(super) fn note(&mut self, d: DevIdx, why: &Rejection) {
+        let name = &self.input.index.device(d).device.name;
+        self.notes.insert(format!("{name}: {why}"));
+    }
+}
