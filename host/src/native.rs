@@ -19,6 +19,12 @@ impl NativeEngine {
             Plugin::new(config).map_err(|e| wasmtime::format_err!("invalid plugin configuration: {e}"))?;
         Ok(NativeEngine { plugin })
     }
+
+    /// The plugin itself, for object events the [`Engine`] trait has no call for (deletes and
+    /// updates in `simulate`).
+    pub fn plugin_mut(&mut self) -> &mut Plugin {
+        &mut self.plugin
+    }
 }
 
 impl Engine for NativeEngine {
