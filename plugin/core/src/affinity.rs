@@ -201,6 +201,11 @@ pub struct Extractors {
     pub list: Vec<Extractor>,
     /// Per pool: its extractors, or an error making all its devices not viable.
     pub per_pool: Vec<Result<Vec<ExtId>, String>>,
+    /// Per extractor: its key set's group. Extractors declaring the same keys (the same driver's
+    /// pools, usually) yield the same outcome for a request, which is computed once per group.
+    pub group: Vec<usize>,
+    /// Per group: its first extractor, the one that is evaluated.
+    pub groups: Vec<ExtId>,
     applicable: Vec<std::sync::OnceLock<Result<Vec<ExtId>, String>>>,
 }
 
@@ -246,9 +251,24 @@ impl Extractors {
         let applicable = (0..index.devices.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
+        let mut by_keys: std::collections::HashMap<&BTreeMap<String, String>, usize> =
+            std::collections::HashMap::new();
+        let mut groups = Vec::new();
+        let group = list
+            .iter()
+            .enumerate()
+            .map(|(id, ex)| {
+                *by_keys.entry(&ex.keys).or_insert_with(|| {
+                    groups.push(id);
+                    groups.len() - 1
+                })
+            })
+            .collect();
         Extractors {
             list,
             per_pool,
+            group,
+            groups,
             applicable,
         }
     }

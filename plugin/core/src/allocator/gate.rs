@@ -24,7 +24,11 @@ impl<'a> Allocator<'a> {
         let missing = Outcome::Missing(String::new());
         let outcomes: Vec<&Outcome> = ids
             .iter()
-            .map(|id| rd.affinity.get(id).unwrap_or(&missing))
+            .map(|&id| {
+                rd.affinity
+                    .get(self.input.extractors.group[id])
+                    .unwrap_or(&missing)
+            })
             .collect();
         if outcomes
             .iter()
@@ -46,8 +50,8 @@ impl<'a> Allocator<'a> {
         }
     }
 
-    pub(super) fn note(&mut self, d: DevIdx, why: &Rejection) {
-        let name = &self.input.index.device(d).device.name;
-        self.notes.insert(format!("{name}: {why}"));
+    /// Records why a device was rejected; the text is built only if the call fails.
+    pub(super) fn note(&mut self, d: DevIdx, why: Rejection) {
+        self.notes.push((d, why));
     }
 }

@@ -21,7 +21,9 @@ pub use result::share_id_for;
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::affinity::{self, ExtId, Extractors, LockState, Outcome, Values};
+use crate::FxHashMap;
+
+use crate::affinity::{self, Extractors, LockState, Outcome, Values};
 use crate::cel::CelCache;
 use crate::constraints::{Constraint, Lookup};
 use crate::counters::CounterState;
@@ -57,8 +59,8 @@ pub trait LockSource {
 }
 
 /// Sharing-affinity outcomes of one claim: per request, per subrequest (or one entry when the
-/// request has none), per extractor.
-pub type ClaimAffinity = Vec<Vec<HashMap<ExtId, Outcome>>>;
+/// request has none), per extractor key-set group ([`Extractors::group`]).
+pub type ClaimAffinity = Vec<Vec<Vec<Outcome>>>;
 
 /// One claim to allocate.
 pub struct ClaimInput<'a> {
@@ -92,7 +94,12 @@ pub struct Input<'a> {
     pub claims: &'a [ClaimInput<'a>],
     /// Try devices already locked to the wanted values first (consolidation).
     pub consolidate: bool,
+    /// Selector results per (device, selector id), shared by calls until slices change.
+    pub selector_cache: &'a SelectorCache,
 }
+
+/// Selector results per (device, [`crate::cel::Selector::id`]).
+pub type SelectorCache = std::cell::RefCell<crate::FxHashMap<(DevIdx, u32), bool>>;
 
 /// One allocated device with what Reserve and Score need beyond the API result.
 #[derive(Clone, Debug, PartialEq)]
@@ -142,8 +149,12 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
                 ));
             }
         }
-        let mut notes: Vec<String> = a.notes.into_iter().collect();
-        notes.truncate(8);
+        let notes: std::collections::BTreeSet<String> = a
+            .notes
+            .iter()
+            .map(|(d, why)| format!("{}: {why}", input.index.device(*d).device.name))
+            .collect();
+        let notes: Vec<String> = notes.into_iter().take(8).collect();
         return Ok(AllocOutcome::Unfit(notes));
     }
     Ok(AllocOutcome::Allocated(a.build_results()?))
@@ -178,14 +189,19 @@ struct ReqData<'a> {
     request: &'a str,
     sub: Option<&'a str>,
     class: &'a DeviceClass,
-    selectors: Vec<&'a str>,
+    /// Class selectors then request selectors: (from the class, expression, compiled).
+    selectors: Vec<(
+        bool,
+        &'a str,
+        Result<std::sync::Arc<crate::cel::Selector>, crate::cel::CelError>,
+    )>,
     mode: Mode,
     admin: bool,
     tolerations: &'a [DeviceToleration],
     capacity: Option<&'a BTreeMap<String, Quantity>>,
     all_devices: Vec<DevIdx>,
     num_devices: usize,
-    affinity: &'a HashMap<ExtId, Outcome>,
+    affinity: &'a [Outcome],
 }
 
 impl ReqData<'_> {
@@ -195,14 +211,14 @@ impl ReqData<'_> {
 }
 
 struct Chosen {
-    request: String,
+    /// (request, subrequest) position of the request that chose the device.
+    req: (usize, usize),
     dev: DevIdx,
     admin: bool,
     shared: bool,
     consumed: Option<BTreeMap<String, Quantity>>,
     affinity: Option<Values>,
     joined_lock: bool,
-    tolerations: Vec<DeviceToleration>,
 }
 
 struct Allocator<'a> {
@@ -211,16 +227,16 @@ struct Allocator<'a> {
     cands: Vec<DevIdx>,
     /// Per claim, per request, per subrequest (or one).
     reqs: Vec<Vec<Vec<ReqData<'a>>>>,
-    selected_sub: HashMap<(usize, usize), usize>,
+    selected_sub: FxHashMap<(usize, usize), usize>,
     constraints: Vec<Vec<Constraint>>,
     results: Vec<Vec<Chosen>>,
-    allocating_devices: HashMap<DevIdx, Vec<usize>>,
-    allocating_capacity: HashMap<DevIdx, BTreeMap<String, Quantity>>,
-    allocating_affinity: HashMap<DevIdx, (Values, usize)>,
+    allocating_devices: FxHashMap<DevIdx, Vec<usize>>,
+    allocating_capacity: FxHashMap<DevIdx, BTreeMap<String, Quantity>>,
+    allocating_affinity: FxHashMap<DevIdx, (Values, usize)>,
     counters: CounterState,
-    matches: HashMap<(DevIdx, usize, usize, usize), bool>,
-    order: HashMap<(usize, usize, usize), std::rc::Rc<[DevIdx]>>,
-    notes: std::collections::BTreeSet<String>,
+    order: FxHashMap<(usize, usize, usize), std::rc::Rc<[DevIdx]>>,
+    /// Rejected devices and why, formatted only when the call fails.
+    notes: Vec<(DevIdx, affinity::Rejection)>,
 }
 
 fn lookup<'e>(entry: &'e crate::index::DeviceEntry, driver: &str, attr: &str) -> Lookup<'e> {

@@ -22,13 +22,14 @@ impl<'a> Allocator<'a> {
             for ch in chosen {
                 let entry = index.device(ch.dev);
                 let pool = &index.pools[entry.pool];
+                let rd = &self.reqs[ci][ch.req.0][ch.req.1];
                 results.push(DeviceRequestAllocationResult {
-                    request: ch.request.clone(),
+                    request: rd.full_name(),
                     driver: pool.driver.clone(),
                     pool: pool.name.clone(),
                     device: entry.device.name.clone(),
                     admin_access: ch.admin.then_some(true),
-                    tolerations: ch.tolerations.clone(),
+                    tolerations: rd.tolerations.to_vec(),
                     binding_conditions: entry.device.binding_conditions.clone(),
                     binding_failure_conditions: entry.device.binding_failure_conditions.clone(),
                     share_id: None,

@@ -1,7 +1,7 @@
 //! The per-request search: backtracking over claims, requests, subrequests and devices, and
 //! the availability checks for one candidate device.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use super::undo::Undo;
 use super::{Allocator, Chosen, Input, MAX_RESULTS_PER_CLAIM, Mode, Pos, ReqData, Stop, lookup};
@@ -156,7 +156,7 @@ impl<'a> Allocator<'a> {
                 continue;
             }
             let rd = &self.reqs[r.claim][r.request][r.sub];
-            if !selectable(self.input, &mut self.matches, r.claim, (r.request, r.sub), rd, d)? {
+            if !selectable(self.input, r.claim, rd, d)? {
                 continue;
             }
             let Some(undo) = self.allocate_device(r, d, false)? else {
@@ -183,7 +183,12 @@ impl<'a> Allocator<'a> {
 
     /// Availability and constraint checks for one candidate; on success the call's state is
     /// updated as if the device were allocated and the undo record is returned.
-    pub(super) fn allocate_device(&mut self, r: Pos, d: DevIdx, must: bool) -> Result<Option<Undo>, Stop> {
+    pub(super) fn allocate_device(
+        &mut self,
+        r: Pos,
+        d: DevIdx,
+        must: bool,
+    ) -> Result<Option<Undo<'a>>, Stop> {
         let index = self.input.index;
         let entry = index.device(d);
         let rd = &self.reqs[r.claim][r.request][r.sub];
@@ -210,7 +215,7 @@ impl<'a> Allocator<'a> {
         let wanted = match self.wanted(rd, d) {
             Ok(w) => w,
             Err(why) => {
-                self.note(d, &why);
+                self.note(d, why);
                 return Ok(None);
             }
         };
@@ -218,7 +223,7 @@ impl<'a> Allocator<'a> {
         if let Some(w) = &wanted {
             let lock = self.current_lock(d);
             if let Err(why) = lock.admits(w) {
-                self.note(d, &why);
+                self.note(d, why);
                 return Ok(None);
             }
             joined_lock = matches!(self.input.locks.lock(d), LockState::Locked(_));
@@ -260,13 +265,7 @@ impl<'a> Allocator<'a> {
                 return Ok(None);
             }
         }
-        let request = rd.full_name();
-        let (request_name, sub_name, admin, tolerations) = (
-            rd.request.to_string(),
-            rd.sub.map(str::to_string),
-            rd.admin,
-            rd.tolerations.to_vec(),
-        );
+        let (request, sub, admin) = (rd.request, rd.sub, rd.admin);
         let mut undo = Undo {
             claim: r.claim,
             dev: d,
@@ -274,8 +273,8 @@ impl<'a> Allocator<'a> {
             capacity: None,
             counters: counters_pool,
             affinity: false,
-            request: request_name,
-            sub: sub_name,
+            request,
+            sub,
         };
         let mut shared = false;
         let mut consumed = None;
@@ -314,14 +313,13 @@ impl<'a> Allocator<'a> {
             undo.affinity = true;
         }
         self.results[r.claim].push(Chosen {
-            request,
+            req: (r.request, r.sub),
             dev: d,
             admin,
             shared,
             consumed,
             affinity: wanted,
             joined_lock,
-            tolerations,
         });
         Ok(Some(undo))
     }
@@ -343,60 +341,52 @@ impl<'a> Allocator<'a> {
     }
 }
 
-/// Class selectors, request selectors, per-device node selection; cached per (device, request).
-pub(super) fn selectable(
-    input: &Input<'_>,
-    matches: &mut HashMap<(DevIdx, usize, usize, usize), bool>,
-    ci: usize,
-    (ri, si): (usize, usize),
-    rd: &ReqData<'_>,
-    d: DevIdx,
-) -> Result<bool, String> {
-    if let Some(&m) = matches.get(&(d, ci, ri, si)) {
-        return Ok(m);
-    }
+/// Class selectors, request selectors, per-device node selection. Selector results depend only on
+/// the device and the expression: they are cached per (device, compiled selector) across nodes,
+/// pods and cycles, in the slice-derived state (dropped when slices change). Errors are not
+/// cached (their text names the claim).
+pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevIdx) -> Result<bool, String> {
     let index = input.index;
     let entry = index.device(d);
     let pool = &index.pools[entry.pool];
-    let claim = input.claims[ci].key;
-    let mut ok = true;
-    let class_sel = rd
-        .class
-        .spec
-        .selectors
-        .iter()
-        .map(|s| (true, s.cel.expression.as_str()));
-    let req_sel = rd.selectors.iter().map(|s| (false, *s));
-    for (i, (from_class, expr)) in class_sel.chain(req_sel).enumerate() {
-        let owner = if from_class {
-            format!("class {}", rd.class.metadata.name)
-        } else {
-            format!("claim {claim}")
+    for (i, (from_class, expr, compiled)) in rd.selectors.iter().enumerate() {
+        let owner = || {
+            if *from_class {
+                format!("class {}", rd.class.metadata.name)
+            } else {
+                format!("claim {}", input.claims[ci].key)
+            }
         };
-        let sel = input
-            .cel
-            .selector(expr)
-            .map_err(|e| format!("{owner}: selector {expr:?}: CEL compile error: {e}"))?;
-        let dev = entry
-            .cel(&pool.driver)
-            .map_err(|e| format!("{owner}: device {}: {e}", entry.key))?;
-        let m = sel.matches(dev).map_err(|e| {
-            format!(
-                "{owner}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
-                entry.key
-            )
-        })?;
+        let sel = compiled
+            .as_ref()
+            .map_err(|e| format!("{}: selector {expr:?}: CEL compile error: {e}", owner()))?;
+        let cached = input.selector_cache.borrow().get(&(d, sel.id())).copied();
+        let m = match cached {
+            Some(m) => m,
+            None => {
+                let dev = entry
+                    .cel(&pool.driver)
+                    .map_err(|e| format!("{}: device {}: {e}", owner(), entry.key))?;
+                let m = sel.matches(dev).map_err(|e| {
+                    format!(
+                        "{}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
+                        owner(),
+                        entry.key
+                    )
+                })?;
+                input.selector_cache.borrow_mut().insert((d, sel.id()), m);
+                m
+            }
+        };
         if !m {
-            ok = false;
-            break;
+            return Ok(false);
         }
     }
-    if ok && pool.slices[entry.slice].per_device {
-        ok = device_node_matches(input.node, &entry.device)
-            .map_err(|e| format!("device {}: {e}", entry.key))?;
+    if pool.slices[entry.slice].per_device {
+        return device_node_matches(input.node, &entry.device)
+            .map_err(|e| format!("device {}: {e}", entry.key));
     }
-    matches.insert((d, ci, ri, si), ok);
-    Ok(ok)
+    Ok(true)
 }
 
 fn all_taints_ok(entry: &crate::index::DeviceEntry, tolerations: &[DeviceToleration]) -> bool {

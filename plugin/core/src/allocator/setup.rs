@@ -1,11 +1,13 @@
 //! Preparing an allocation call: per-request data (class, mode, `All` device sets) and the
 //! claim constraints.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
+
+use crate::FxHashMap;
 
 use super::search::selectable;
 use super::{Allocator, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData};
-use crate::affinity::{self, ExtId, Outcome};
+use crate::affinity::{self, Outcome};
 use crate::constraints::{Constraint, RequestScope};
 use crate::counters::CounterState;
 use crate::model::DeviceToleration;
@@ -27,22 +29,21 @@ impl<'a> Allocator<'a> {
             input,
             cands,
             reqs: Vec::new(),
-            selected_sub: HashMap::new(),
+            selected_sub: FxHashMap::default(),
             constraints: Vec::new(),
             results: Vec::new(),
-            allocating_devices: HashMap::new(),
-            allocating_capacity: HashMap::new(),
-            allocating_affinity: HashMap::new(),
+            allocating_devices: FxHashMap::default(),
+            allocating_capacity: FxHashMap::default(),
+            allocating_affinity: FxHashMap::default(),
             counters: CounterState::default(),
-            matches: HashMap::new(),
-            order: HashMap::new(),
+            order: FxHashMap::default(),
             notes: Default::default(),
         };
         for (ci, c) in input.claims.iter().enumerate() {
             let mut per_claim = Vec::new();
             let mut min_devices = 0usize;
             for (ri, r) in c.claim.spec.devices.requests.iter().enumerate() {
-                let aff = |si: usize| c.affinity.get(ri).and_then(|v| v.get(si));
+                let aff = |si: usize| c.affinity.get(ri).and_then(|v| v.get(si)).map(Vec::as_slice);
                 let mut per_req = Vec::new();
                 if let Some(ex) = &r.exactly {
                     if !r.first_available.is_empty() {
@@ -53,7 +54,6 @@ impl<'a> Allocator<'a> {
                     }
                     per_req.push(a.request_data(
                         ci,
-                        (ri, 0),
                         &r.name,
                         None,
                         &ex.device_class_name,
@@ -69,7 +69,6 @@ impl<'a> Allocator<'a> {
                     for (si, s) in r.first_available.iter().enumerate() {
                         per_req.push(a.request_data(
                             ci,
-                            (ri, si),
                             &r.name,
                             Some(&s.name),
                             &s.device_class_name,
@@ -129,7 +128,6 @@ impl<'a> Allocator<'a> {
     pub(super) fn request_data(
         &mut self,
         ci: usize,
-        (ri, si): (usize, usize),
         request: &'a str,
         sub: Option<&'a str>,
         class_name: &'a str,
@@ -139,9 +137,8 @@ impl<'a> Allocator<'a> {
         admin: bool,
         tolerations: &'a [DeviceToleration],
         capacity: Option<&'a BTreeMap<String, Quantity>>,
-        affinity: Option<&'a HashMap<ExtId, Outcome>>,
+        affinity: Option<&'a [Outcome]>,
     ) -> Result<ReqData<'a>, String> {
-        static EMPTY: std::sync::OnceLock<HashMap<ExtId, Outcome>> = std::sync::OnceLock::new();
         let claim = self.input.claims[ci].key;
         let name = affinity::full_name(request, sub);
         if class_name.is_empty() {
@@ -174,7 +171,14 @@ impl<'a> Allocator<'a> {
             request,
             sub,
             class,
-            selectors: selectors.iter().map(|s| s.cel.expression.as_str()).collect(),
+            selectors: class
+                .spec
+                .selectors
+                .iter()
+                .map(|s| (true, s.cel.expression.as_str()))
+                .chain(selectors.iter().map(|s| (false, s.cel.expression.as_str())))
+                .map(|(from_class, expr)| (from_class, expr, self.input.cel.selector(expr)))
+                .collect(),
             mode,
             admin,
             tolerations,
@@ -184,7 +188,7 @@ impl<'a> Allocator<'a> {
                 Mode::Exact(n) => n,
                 Mode::All => 0,
             },
-            affinity: affinity.unwrap_or_else(|| EMPTY.get_or_init(HashMap::new)),
+            affinity: affinity.unwrap_or(&[]),
         };
         if mode == Mode::All {
             for np in self.input.pools {
@@ -203,9 +207,7 @@ impl<'a> Allocator<'a> {
                 }
                 for &s in &np.slices {
                     for &d in &pool.slices[s].devices {
-                        if selectable(self.input, &mut self.matches, ci, (ri, si), &rd, d)?
-                            && self.capacity_fits(&rd, d) == Some(true)
-                        {
+                        if selectable(self.input, ci, &rd, d)? && self.capacity_fits(&rd, d) == Some(true) {
                             rd.all_devices.push(d);
                         }
                     }

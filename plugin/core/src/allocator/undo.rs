@@ -7,25 +7,25 @@ use crate::index::DevIdx;
 use crate::quantity::Quantity;
 
 /// What one tentative device allocation changed.
-pub(super) struct Undo {
+pub(super) struct Undo<'a> {
     pub(super) claim: usize,
     pub(super) dev: DevIdx,
     pub(super) dedicated: bool,
     pub(super) capacity: Option<BTreeMap<String, Quantity>>,
     pub(super) counters: Option<usize>,
     pub(super) affinity: bool,
-    pub(super) request: String,
-    pub(super) sub: Option<String>,
+    pub(super) request: &'a str,
+    pub(super) sub: Option<&'a str>,
 }
 
 impl<'a> Allocator<'a> {
-    pub(super) fn deallocate(&mut self, undo: Undo) {
+    pub(super) fn deallocate(&mut self, undo: Undo<'a>) {
         let index = self.input.index;
         let entry = index.device(undo.dev);
         let driver = &index.pools[entry.pool].driver;
         for c in self.constraints[undo.claim].iter_mut() {
             let attr = c.attribute().to_string();
-            c.remove(&undo.request, undo.sub.as_deref(), lookup(entry, driver, &attr));
+            c.remove(undo.request, undo.sub, lookup(entry, driver, &attr));
         }
         if undo.dedicated
             && let Some(v) = self.allocating_devices.get_mut(&undo.dev)

@@ -1,9 +1,9 @@
 //! The extension points of one scheduling cycle: PreFilter, Filter, Score, Reserve, Unreserve, Bind.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin};
-use crate::affinity::{self, ExtId, Extractors, Outcome};
+use crate::affinity::{self, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
 use crate::model::{OwnerReference, PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference};
@@ -246,6 +246,7 @@ impl Plugin {
             pools,
             claims: &inputs,
             consolidate: self.config.consolidate,
+            selector_cache: &d.selector_cache,
         };
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
@@ -486,22 +487,14 @@ fn claim_affinity(cel: &CelCache, extractors: &Extractors, cc: &CycleClaim) -> R
         };
         let mut per_req = Vec::with_capacity(subs.len());
         for sub in subs {
-            let mut m: HashMap<ExtId, Outcome> = HashMap::new();
-            // Pools of one driver usually publish the same extractor: evaluate each distinct key
-            // set once per request.
-            let mut seen: HashMap<&BTreeMap<String, String>, Outcome> = HashMap::new();
-            for (id, ex) in extractors.list.iter().enumerate() {
-                let outcome = match seen.get(&ex.keys) {
-                    Some(o) => o.clone(),
-                    None => {
-                        let o = affinity::extract(cel, ex, &objects, &r.name, sub, &cc.key)?;
-                        seen.insert(&ex.keys, o.clone());
-                        o
-                    }
-                };
-                m.insert(id, outcome);
-            }
-            per_req.push(m);
+            // One outcome per key set (see `Extractors::group`): the cost does not grow with the
+            // number of pools publishing the same extractor.
+            let outcomes = extractors
+                .groups
+                .iter()
+                .map(|&id| affinity::extract(cel, &extractors.list[id], &objects, &r.name, sub, &cc.key))
+                .collect::<Result<Vec<Outcome>, String>>()?;
+            per_req.push(outcomes);
         }
         out.push(per_req);
     }

@@ -18,7 +18,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::affinity::{Config, Extractors, LockState, Values};
-use crate::allocator::{AllocatedState, ClaimAffinity, ClaimResult, LockSource};
+use crate::allocator::{AllocatedState, ClaimAffinity, ClaimResult, LockSource, SelectorCache};
 use crate::cel::CelCache;
 use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
@@ -67,6 +67,8 @@ struct Derived {
     index: Index,
     extractors: Extractors,
     node_pools: RefCell<HashMap<String, Result<Vec<NodePool>, String>>>,
+    /// Selector results per device, kept across nodes, pods and cycles until slices change.
+    selector_cache: SelectorCache,
 }
 
 /// One claim of the pod in the current cycle.
@@ -352,6 +354,7 @@ impl Plugin {
                 index,
                 extractors,
                 node_pools: RefCell::new(HashMap::new()),
+                selector_cache: SelectorCache::default(),
             });
         }
         self.derived.as_ref().expect("derived state was just built")
