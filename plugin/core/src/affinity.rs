@@ -305,6 +305,19 @@ impl Extractors {
     }
 }
 
+/// A fingerprint of the content (selector and key expressions) of the extractors `ids`: cached
+/// lock values are valid only while it stays the same. Deterministic within a process.
+pub fn fingerprint(extractors: &Extractors, ids: &[ExtId]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for &id in ids {
+        let ex = &extractors.list[id];
+        ex.selector.hash(&mut h);
+        ex.keys.hash(&mut h);
+    }
+    h.finish()
+}
+
 fn from_spec(source: String, spec: &SharingAffinityExtractor) -> Extractor {
     Extractor {
         source,

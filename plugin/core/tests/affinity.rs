@@ -561,6 +561,155 @@ fn bind_refuses_a_recreated_pod() {
     assert_eq!(lock(&mut p, "eth1"), LockState::Clean);
 }
 
+/// A claim with two requests on one shared device is two holders: the lock is derived from
+/// each request's config, not from the last result of the claim.
+#[test]
+fn locks_are_derived_per_claim_and_request() {
+    let two = |cfg: &dyn Fn(Claim) -> Claim| {
+        cfg(claim("old", &[req("a", "class-a"), req("b", "class-a")]))
+            .allocated(json!([
+                shared("a", "eth1", "s-1", json!({"slots": "1"})),
+                shared("b", "eth1", "s-2", json!({"slots": "1"}))
+            ]))
+            .json()
+    };
+    // Request a has no config in scope, b has subnet=x.
+    let only_b = two(&|c| c.config(&["b"], nic_config("x")));
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(only_b);
+    let mut p = plugin("", &objects);
+    assert_eq!(lock(&mut p, "eth1"), LockState::Unreconstructable);
+    // Both have subnet=x but different values for a key added later.
+    let pkeys = two(&|c| {
+        c.config(&["a"], json!({"kind": "NICConfig", "subnet": "x", "pkey": "1"}))
+            .config(&["b"], json!({"kind": "NICConfig", "subnet": "x", "pkey": "2"}))
+    });
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(pkeys);
+    let mut p = plugin("", &objects);
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    add(
+        &mut p,
+        &[meta(json!([{"cel": {"subnet": SUBNET, "pkey": PKEY}}]))],
+    );
+    assert_eq!(lock(&mut p, "eth1"), LockState::Unreconstructable);
+}
+
+/// Values fixed at Reserve are a cache keyed by the extractor's content: a new expression with
+/// the same key name is evaluated again, and one that fails makes the device unreconstructable.
+#[test]
+fn extractor_change_with_the_same_keys_rederives_the_lock() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    let c = claim("ca", &[req("nic", "class-a")])
+        .config(&[], json!({"kind": "NICConfig", "subnet": "x", "alt": "z"}));
+    add_pod(&mut p, "a", c);
+    schedule(&mut p, "a");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    let alt = r#"object.kind == "NICConfig" ? object.alt : """#;
+    add(&mut p, &[meta(json!([{"cel": {"subnet": alt}}]))]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "z")]),
+        "new expression, same key"
+    );
+    add(&mut p, &[meta(json!([{"cel": {"subnet": "object.nothere"}}]))]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        LockState::Unreconstructable,
+        "fails on the holder"
+    );
+}
+
+/// Admin access bypasses affinity: no gating (no config needed), no lock check, and the lock
+/// state of the device it lands on does not change.
+#[test]
+fn admin_access_bypasses_affinity() {
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);
+    objects.push(existing("old", "eth1", "s-1", Some(nic_config("y"))));
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "adm", claim("cadm", &[req("nic", "class-a").admin()]));
+    assert_eq!(
+        device_of(&schedule(&mut p, "adm")),
+        "eth1",
+        "locked device, no config"
+    );
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "y")]), "lock unchanged");
+    add_pod(&mut p, "b", nic_claim("cb", "z"));
+    assert_eq!(
+        device_of(&schedule(&mut p, "b")),
+        "eth2",
+        "eth1 is still locked to y"
+    );
+    // On a clean device the admin claim sets no lock, and holds none that blocks others.
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "adm", claim("cadm", &[req("nic", "class-a").admin()]));
+    assert_eq!(device_of(&schedule(&mut p, "adm")), "eth1");
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "admin sets no lock");
+    add_pod(&mut p, "c", nic_claim("cc", "z"));
+    assert_eq!(device_of(&schedule(&mut p, "c")), "eth1");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "z")]));
+}
+
+/// Claim events between Reserve and Bind update the stored object, not the in-flight
+/// allocation; after Bind, an event that predates it (by `resourceVersion`) does not clear the
+/// lock, and a newer one does.
+#[test]
+fn inflight_allocations_survive_claim_events() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    let mut c = nic_claim("ca", "x");
+    c.0["metadata"]["resourceVersion"] = json!("5");
+    add_pod(&mut p, "a", c.clone());
+    run(&mut p, "a").unwrap();
+    let mut update = c.clone();
+    update.0["metadata"]["resourceVersion"] = json!("6");
+    update.0["metadata"]["labels"] = json!({"touched": "yes"});
+    add(&mut p, &[update.json()]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "x")]),
+        "event kept the in-flight lock"
+    );
+    assert_eq!(p.reserved_node("default/a"), Some(NODE));
+    p.bind("default/a", NODE).unwrap();
+    let bound = p.claim("default/ca").unwrap();
+    assert!(bound.status.allocation.is_some());
+    assert_eq!(bound.metadata.resource_version, "6", "the newer metadata is kept");
+    for stale in ["5", "6"] {
+        let mut e = c.clone();
+        e.0["metadata"]["resourceVersion"] = json!(stale);
+        add(&mut p, &[e.json()]);
+        assert_eq!(
+            lock(&mut p, "eth1"),
+            locked(&[("subnet", "x")]),
+            "stale event rv {stale}"
+        );
+        assert!(p.claim("default/ca").unwrap().status.allocation.is_some());
+    }
+    let mut newer = c.clone();
+    newer.0["metadata"]["resourceVersion"] = json!("7");
+    add(&mut p, &[newer.json()]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        LockState::Clean,
+        "a newer deallocation releases"
+    );
+}
+
+/// Reserve re-checks consumable capacity: when another claim took the last slot after Filter,
+/// Reserve fails naming the device and the capacity.
+#[test]
+fn reserve_rechecks_consumable_capacity() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "1")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    add(&mut p, &[existing("other", "eth1", "s-9", Some(nic_config("x")))]);
+    let err = p.reserve(NODE).unwrap_err();
+    assert_eq!(err.code, Code::Unschedulable);
+    assert!(err.reason.contains("eth1: capacity slots"), "{}", err.reason);
+    assert_eq!(p.reserved_node("default/a"), None, "nothing reserved");
+}
+
 #[test]
 fn score_prefers_locked_compatible_over_clean() {
     let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);
@@ -835,20 +984,27 @@ fn affinity_analogue_of_23_all_mode_sees_tentative_lock() {
     );
 }
 
+/// `All` mode fixes its device set without the devices that persistent state makes not viable
+/// (like capacity-insufficient shared devices in upstream rows 21, 22, 26): a lock to other
+/// values and an unreconstructable device are left out, the rest is allocated.
 #[test]
-fn affinity_analogue_of_25_all_mode_blocked_by_lock() {
-    let mut objects = cluster(subnet_extractor(), &[nic("d1", "2"), nic("d2", "2")]);
+fn affinity_analogue_of_25_all_mode_leaves_out_persistently_locked_devices() {
+    let mut objects = cluster(
+        subnet_extractor(),
+        &[nic("d1", "2"), nic("d2", "2"), nic("d3", "2")],
+    );
     objects.push(existing("old", "d2", "s-1", Some(nic_config("B"))));
+    objects.push(existing("legacy", "d3", "s-2", None));
     let mut p = plugin("", &objects);
     add_pod(
         &mut p,
         "p",
         claim("c0", &[req("req-1", "class-a").all()]).config(&[], nic_config("A")),
     );
-    assert_status(
-        run(&mut p, "p"),
-        Code::Unschedulable,
-        "d2: locked to subnet=B",
-        "All set includes a locked device",
+    let got = run(&mut p, "p").unwrap();
+    assert_eq!(
+        got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+        ["d1"],
+        "d2 (locked to B) and d3 (unreconstructable) are left out"
     );
 }

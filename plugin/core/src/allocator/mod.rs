@@ -18,6 +18,7 @@ mod setup;
 mod undo;
 
 pub use result::share_id_for;
+pub use search::init_pool_counters;
 
 use std::collections::{BTreeMap, HashMap};
 

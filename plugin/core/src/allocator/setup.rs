@@ -203,8 +203,12 @@ impl<'a> Allocator<'a> {
                 }
                 for &s in &np.slices {
                     for &d in &pool.slices[s].devices {
+                        // Devices that are not viable because of persistent state are left out, like
+                        // capacity-insufficient shared devices: a lock to other values, an
+                        // unreconstructable device, strict gating failing for this request.
                         if selectable(self.input, &mut self.matches, ci, (ri, si), &rd, d)?
                             && self.capacity_fits(&rd, d) == Some(true)
+                            && self.persistently_viable(&rd, d)
                         {
                             rd.all_devices.push(d);
                         }

@@ -1,14 +1,17 @@
 //! The extension points of one scheduling cycle: PreFilter, Filter, Score, Reserve, Unreserve, Bind.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 
 use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
+use crate::counters::CounterState;
+use crate::index::DevIdx;
 use crate::model::{OwnerReference, PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference};
 use crate::node_selector;
 use crate::object::object_key;
+use crate::quantity::Quantity;
 use crate::status::Status;
 
 impl Plugin {
@@ -339,6 +342,7 @@ impl Plugin {
                 }
             }
         }
+        self.recheck_capacity(d, &result)?;
         let pod = self.pods.get(&pod_key).cloned().unwrap_or_default();
         let consumer = ResourceClaimConsumerReference {
             api_group: String::new(),
@@ -368,10 +372,18 @@ impl Plugin {
             {
                 claim.status.reserved_for.push(consumer.clone());
             }
-            for ch in &cr.choices {
+            for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
                 if let Some(v) = &ch.affinity {
                     let key = d.index.device(ch.dev).key.clone();
-                    staged.push(((cc.key.clone(), key), v.clone()));
+                    let ids = d
+                        .extractors
+                        .applicable(&d.index, &self.cel, ch.dev)
+                        .unwrap_or(&[]);
+                    let fingerprint = affinity::fingerprint(&d.extractors, ids);
+                    staged.push((
+                        ((cc.key.clone(), res.request.clone()), key),
+                        (fingerprint, v.clone()),
+                    ));
                 }
             }
             out.push(ClaimAllocation {
@@ -398,6 +410,64 @@ impl Plugin {
             },
         );
         Ok(out)
+    }
+
+    /// Reserve's re-check of consumable capacity and counters against the current state: another
+    /// pod may have taken the last slot or counter since Filter. The error names the device and
+    /// the capacity or counter set.
+    fn recheck_capacity(&self, d: &super::Derived, result: &[ClaimResult]) -> Result<(), Status> {
+        let mut adding: HashMap<DevIdx, BTreeMap<String, Quantity>> = HashMap::new();
+        let mut counters = CounterState::default();
+        let mut counted: HashSet<DevIdx> = HashSet::new();
+        for cr in result {
+            for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
+                if res.admin_access == Some(true) {
+                    continue;
+                }
+                let entry = d.index.device(ch.dev);
+                if let Some(consumed) = &res.consumed_capacity {
+                    let slot = adding.entry(ch.dev).or_default();
+                    let allocated = self.allocated.capacity.get(&entry.key);
+                    for (name, q) in consumed {
+                        let cur = slot.entry(name.clone()).or_insert_with(|| Quantity::from_i64(0));
+                        *cur = cur.checked_add(q).unwrap_or_else(|| cur.clone());
+                        let Some(cap) = entry.device.capacity.get(name) else {
+                            continue;
+                        };
+                        let total = match allocated.and_then(|m| m.get(name)) {
+                            Some(a) => cur.checked_add(a),
+                            None => Some(cur.clone()),
+                        };
+                        if total.as_ref().is_none_or(|t| *t > cap.value) {
+                            return Err(Status::unschedulable(format!(
+                                "{}: capacity {name} of {} is no longer available (changed since filter)",
+                                entry.device.name, cap.value
+                            )));
+                        }
+                    }
+                }
+                let fresh = !self.allocated.is_allocated(&entry.key) && counted.insert(ch.dev);
+                if fresh && !entry.device.consumes_counters.is_empty() {
+                    if !counters.has_pool(entry.pool) {
+                        allocator::init_pool_counters(&mut counters, &d.index, &self.allocated, entry.pool);
+                    }
+                    if !counters.try_consume(entry.pool, &entry.device.consumes_counters) {
+                        let sets: Vec<&str> = entry
+                            .device
+                            .consumes_counters
+                            .iter()
+                            .map(|c| c.counter_set.as_str())
+                            .collect();
+                        return Err(Status::unschedulable(format!(
+                            "{}: counters of counter set {} are no longer available (changed since filter)",
+                            entry.device.name,
+                            sets.join(", ")
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Unreserve: drops the in-flight allocation of `pod` (`namespace/name`) reserved on `node`
@@ -435,7 +505,11 @@ impl Plugin {
             if let Some(claim) = self.inflight.remove(&a.claim) {
                 self.contribute(&a.claim, &claim, false);
             }
-            self.known_values.retain(|(c, _), _| *c != a.claim);
+            self.known_values.retain(|((c, _), _), _| *c != a.claim);
+            // The stored object (updated by events meanwhile) contributes again.
+            if let Some(stored) = self.claims.get(&a.claim).cloned() {
+                self.contribute(&a.claim, &stored, true);
+            }
         }
     }
 
@@ -455,10 +529,27 @@ impl Plugin {
                 r.uid, p.metadata.uid
             )));
         }
+        for a in &r.allocations {
+            let generated = r.generated.iter().any(|name| object_key_name(&a.claim) == name);
+            if !generated && !self.claims.contains_key(&a.claim) {
+                return Err(Status::error(format!(
+                    "pod {pod}: resource claim {} was deleted since reserve",
+                    a.claim
+                )));
+            }
+        }
         let r = self.reservations.remove(pod).expect("checked above");
         for a in &r.allocations {
-            if let Some(claim) = self.inflight.remove(&a.claim) {
-                // Moves from in-flight to stored: contributions stay the same.
+            if let Some(mut claim) = self.inflight.remove(&a.claim) {
+                // Moves from in-flight to stored: contributions stay the same (the stored object
+                // did not contribute while the claim was in flight). Metadata events that
+                // arrived meanwhile are kept.
+                if let Some(stored) = self.claims.get(&a.claim) {
+                    claim.metadata = stored.metadata.clone();
+                }
+                if let Ok(v) = claim.metadata.resource_version.parse::<u64>() {
+                    self.bound_at.insert(a.claim.clone(), v);
+                }
                 self.claims.insert(a.claim.clone(), claim);
             }
         }
@@ -483,6 +574,11 @@ impl Plugin {
         }
         Ok(r.allocations)
     }
+}
+
+/// The name part of a `namespace/name` key.
+fn object_key_name(key: &str) -> &str {
+    key.rsplit_once('/').map_or(key, |(_, n)| n)
 }
 
 /// See [`Plugin::score`].
