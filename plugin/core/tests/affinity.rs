@@ -710,6 +710,36 @@ fn reserve_rechecks_consumable_capacity() {
     assert_eq!(p.reserved_node("default/a"), None, "nothing reserved");
 }
 
+/// Only extractors that apply to a device the request could select are evaluated: an
+/// extractor of another driver's pool that finds two different values in the claim's config
+/// does not make the pod unresolvable.
+#[test]
+fn only_extractors_of_candidate_devices_are_evaluated() {
+    let other_driver = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"b-0"},
+        "spec":{"driver":"driver-b","nodeName":NODE,"pool":{"name":"pool-b","generation":1,"resourceSliceCount":1},
+                "sharingAffinity":[{"cel": {"vlan": "has(object.vlan) ? object.vlan : \"\""}}],
+                "devices":[nic("b-eth", "4").0]}});
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(other_driver);
+    let mut p = plugin("", &objects);
+    let c = claim("ca", &[req("nic", "class-a")])
+        .config(&[], json!({"kind": "NICConfig", "subnet": "x", "vlan": "1"}))
+        .config(&[], json!({"kind": "NICConfig", "subnet": "x", "vlan": "2"}));
+    add_pod(&mut p, "a", c);
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
+    // A conflict among the extractors of candidate devices is still unresolvable.
+    let c = claim("cb", &[req("nic", "class-a")])
+        .config(&[], nic_config("x"))
+        .config(&[], nic_config("y"));
+    add_pod(&mut p, "b", c);
+    assert_status(
+        run(&mut p, "b"),
+        Code::UnschedulableAndUnresolvable,
+        "two values",
+        "conflict on a candidate's extractor",
+    );
+}
+
 #[test]
 fn score_prefers_locked_compatible_over_clean() {
     let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);

@@ -1,14 +1,18 @@
 //! The extension points of one scheduling cycle: PreFilter, Filter, Score, Reserve, Unreserve, Bind.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
 use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
 use crate::counters::CounterState;
-use crate::index::DevIdx;
-use crate::model::{OwnerReference, PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference};
+use crate::index::{DevIdx, Index};
+use crate::model::{
+    DeviceClass, DeviceSelector, OwnerReference, PodResourceClaimStatus, ResourceClaim,
+    ResourceClaimConsumerReference,
+};
 use crate::node_selector;
 use crate::object::object_key;
 use crate::quantity::Quantity;
@@ -142,9 +146,15 @@ impl Plugin {
         self.derived();
         let d = self.derived.as_ref().expect("built above");
         let mut affinity = Vec::with_capacity(pending.len());
+        let mut candidates = Candidates {
+            cel: &self.cel,
+            index: &d.index,
+            extractors: &d.extractors,
+            classes: &self.classes,
+            cache: HashMap::new(),
+        };
         for &i in &pending {
-            affinity
-                .push(claim_affinity(&self.cel, &d.extractors, &claims[i]).map_err(Status::unresolvable)?);
+            affinity.push(claim_affinity(&mut candidates, &claims[i]).map_err(Status::unresolvable)?);
         }
         Ok(Cycle {
             pod: pod_key.to_string(),
@@ -598,26 +608,95 @@ fn score_of(allocation: &[ClaimResult]) -> u32 {
     if n == 0 { 0 } else { sum * 100 / (2 * n) }
 }
 
-/// Evaluates every extractor against the claim's config objects, per request and subrequest.
-fn claim_affinity(cel: &CelCache, extractors: &Extractors, cc: &CycleClaim) -> Result<ClaimAffinity, String> {
+/// Which extractors apply to the devices a request could select, per (class, request selectors):
+/// only those are evaluated at PreFilter.
+struct Candidates<'a> {
+    cel: &'a CelCache,
+    index: &'a Index,
+    extractors: &'a Extractors,
+    classes: &'a HashMap<String, DeviceClass>,
+    cache: HashMap<(String, Vec<String>), Rc<BTreeSet<ExtId>>>,
+}
+
+impl Candidates<'_> {
+    /// The extractors that apply to some device of an affinity pool passing the class and request
+    /// selectors (on any node). A selector that fails on a device counts as a match: Filter
+    /// reports that error, and the extractor is evaluated to be safe.
+    fn extractors_for(&mut self, class: &str, selectors: &[DeviceSelector]) -> Rc<BTreeSet<ExtId>> {
+        let exprs: Vec<String> = selectors.iter().map(|s| s.cel.expression.clone()).collect();
+        let key = (class.to_string(), exprs);
+        if let Some(ids) = self.cache.get(&key) {
+            return ids.clone();
+        }
+        let mut all: Vec<&str> = Vec::new();
+        if let Some(c) = self.classes.get(class) {
+            all.extend(c.spec.selectors.iter().map(|s| s.cel.expression.as_str()));
+        }
+        all.extend(key.1.iter().map(String::as_str));
+        let mut out = BTreeSet::new();
+        for (pi, pool) in self.index.pools.iter().enumerate() {
+            let Ok(pool_ids) = &self.extractors.per_pool[pi] else {
+                continue;
+            };
+            if pool_ids.is_empty() || pool_ids.iter().all(|id| out.contains(id)) {
+                continue;
+            }
+            for s in &pool.slices {
+                for &d in &s.devices {
+                    let entry = self.index.device(d);
+                    let selected = entry.cel(&pool.driver).map_or(true, |dev| {
+                        all.iter().all(|expr| {
+                            self.cel
+                                .selector(expr)
+                                .map_or(true, |sel| sel.matches(dev).unwrap_or(true))
+                        })
+                    });
+                    if selected && let Ok(ids) = self.extractors.applicable(self.index, self.cel, d) {
+                        out.extend(ids.iter().copied());
+                    }
+                }
+            }
+        }
+        let out = Rc::new(out);
+        self.cache.insert(key, out.clone());
+        out
+    }
+}
+
+/// Evaluates the extractors that apply to the request's candidate devices against the claim's
+/// config objects, per request and subrequest. A conflict (two values for one key) is
+/// `UnschedulableAndUnresolvable` only among those.
+fn claim_affinity(candidates: &mut Candidates<'_>, cc: &CycleClaim) -> Result<ClaimAffinity, String> {
+    let (cel, extractors) = (candidates.cel, candidates.extractors);
     if extractors.is_empty() {
         return Ok(Vec::new());
     }
     let objects = affinity::claim_objects(&cc.claim);
     let mut out = Vec::new();
     for r in &cc.claim.spec.devices.requests {
-        let subs: Vec<Option<&str>> = if r.exactly.is_some() {
-            vec![None]
-        } else {
-            r.first_available.iter().map(|s| Some(s.name.as_str())).collect()
+        let subs: Vec<(Option<&str>, &str, &[DeviceSelector])> = match &r.exactly {
+            Some(e) => vec![(None, e.device_class_name.as_str(), e.selectors.as_slice())],
+            None => r
+                .first_available
+                .iter()
+                .map(|s| {
+                    (
+                        Some(s.name.as_str()),
+                        s.device_class_name.as_str(),
+                        s.selectors.as_slice(),
+                    )
+                })
+                .collect(),
         };
         let mut per_req = Vec::with_capacity(subs.len());
-        for sub in subs {
+        for (sub, class, selectors) in subs {
+            let ids = candidates.extractors_for(class, selectors);
             let mut m: HashMap<ExtId, Outcome> = HashMap::new();
             // Pools of one driver usually publish the same extractor: evaluate each distinct key
             // set once per request.
             let mut seen: HashMap<&BTreeMap<String, String>, Outcome> = HashMap::new();
-            for (id, ex) in extractors.list.iter().enumerate() {
+            for &id in ids.iter() {
+                let ex = &extractors.list[id];
                 let outcome = match seen.get(&ex.keys) {
                     Some(o) => o.clone(),
                     None => {
