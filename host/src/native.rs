@@ -68,4 +68,8 @@ impl Engine for NativeEngine {
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         self.plugin.bind(&self.pod, node)
     }
+
+    fn take_logs(&mut self) -> Vec<String> {
+        self.plugin.take_warnings()
+    }
 }

@@ -740,6 +740,67 @@ fn only_extractors_of_candidate_devices_are_evaluated() {
     );
 }
 
+/// Metadata-slice extractors are authoritative for their pool: configuration entries for it are
+/// ignored (one warning per pool) instead of declaring the same key twice.
+#[test]
+fn slice_extractors_are_authoritative_over_configuration() {
+    let config = json!({"sharingAffinity": [{"driver": DRIVER, "cel": {"subnet": SUBNET}}]}).to_string();
+    let mut p = plugin(&config, &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    let warnings = p.take_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("pool driver-a/pool-1"), "{}", warnings[0]);
+    assert!(warnings[0].contains("sharingAffinity[0]"), "{}", warnings[0]);
+    add_pod(&mut p, "b", nic_claim("cb", "x"));
+    schedule(&mut p, "b");
+    assert!(p.take_warnings().is_empty(), "each warning once");
+}
+
+/// The limit of 8 extractors applies per metadata slice: two metadata slices of one complete pool
+/// may publish 10 between them; 9 in one slice make the pool's devices not viable.
+#[test]
+fn extractor_limit_is_per_metadata_slice() {
+    let exs = |from: usize, to: usize| -> Value {
+        (from..to)
+            .map(|i| json!({"cel": {format!("k{i}"): "object.kind == \"NICConfig\" ? \"v\" : \"\""}}))
+            .collect()
+    };
+    let meta_slice = |name: &str, count: i64, extractors: Value| {
+        json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":name},
+               "spec":{"driver":DRIVER,"nodeName":NODE,"pool":{"name":"pool-1","generation":1,"resourceSliceCount":count},
+                       "sharingAffinity": extractors}})
+    };
+    let devices = slice("pool-1-devices", "pool-1", 1, 3, &[nic("eth1", "4")]);
+    let objects = vec![
+        node(NODE),
+        class_a(),
+        meta_slice("meta-a", 3, exs(0, 5)),
+        meta_slice("meta-b", 3, exs(5, 10)),
+        devices,
+    ];
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
+    let LockState::Locked(values) = lock(&mut p, "eth1") else {
+        panic!("eth1 should be locked");
+    };
+    assert_eq!(values.len(), 10, "{values:?}");
+    let devices = slice("pool-1-devices", "pool-1", 1, 2, &[nic("eth1", "4")]);
+    let mut p = plugin(
+        "",
+        &[node(NODE), class_a(), meta_slice("meta-a", 2, exs(0, 9)), devices],
+    );
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_status(
+        run(&mut p, "a"),
+        Code::Unschedulable,
+        "ResourceSlice meta-a has 9 sharing-affinity extractors",
+        "9 in one slice",
+    );
+}
+
 #[test]
 fn score_prefers_locked_compatible_over_clean() {
     let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);

@@ -146,6 +146,9 @@ pub struct Plugin {
     /// Claims our Bind allocated, with the `resourceVersion` the allocation was recorded on:
     /// events up to that version predate the Bind.
     bound_at: HashMap<String, u64>,
+    /// Warnings not yet taken ([`Plugin::take_warnings`]), and every warning given (each once).
+    warnings: Vec<String>,
+    warned: HashSet<String>,
 }
 
 impl Plugin {
@@ -171,6 +174,8 @@ impl Plugin {
             cycle: None,
             reservations: BTreeMap::new(),
             bound_at: HashMap::new(),
+            warnings: Vec::new(),
+            warned: HashSet::new(),
         })
     }
 
@@ -390,6 +395,11 @@ impl Plugin {
                 &self.changed_pools,
             );
             let extractors = Extractors::build(&index, &self.config, &self.cel);
+            for w in &extractors.warnings {
+                if self.warned.insert(w.clone()) {
+                    self.warnings.push(w.clone());
+                }
+            }
             self.locks.borrow_mut().clear();
             self.changed_pools.clear();
             self.slices_dirty = false;
@@ -435,6 +445,13 @@ impl Plugin {
     /// A claim as currently stored (allocated claims include our bound allocations).
     pub fn claim(&self, key: &str) -> Option<&ResourceClaim> {
         self.claims.get(key)
+    }
+
+    /// Warnings about the cluster's sharing-affinity set-up since the last call (each given once),
+    /// for the plugin log: for example configuration extractors ignored for a pool whose driver
+    /// publishes its own.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
     }
 
     /// The node a pod is reserved on (Reserve done, Bind or Unreserve not yet).

@@ -38,6 +38,10 @@ pub trait Backend: Sized {
     fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status>;
     /// Bind (PreBind) for the pod `namespace/name`.
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// Warnings for the plugin log since the last call.
+    fn take_warnings(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl Backend for Plugin {
@@ -67,6 +71,9 @@ impl Backend for Plugin {
     }
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::bind(self, pod, node)
+    }
+    fn take_warnings(&mut self) -> Vec<String> {
+        Plugin::take_warnings(self)
     }
 }
 
@@ -117,8 +124,12 @@ pub fn write_error(code: i32) -> &'static str {
 /// Logs an error through `k8s.io/klog` `logs` (with key/value pairs, so upstream's inverted
 /// `log` check does not drop it).
 pub fn log_error(message: &str, kvs: &[(&str, &str)]) {
-    const ERROR: i32 = 2;
-    if imports::klog_severity() > ERROR {
+    log_at(2, message, kvs);
+}
+
+/// Logs at klog severity `severity` (1 = warning, 2 = error), as [`log_error`] does.
+fn log_at(severity: i32, message: &str, kvs: &[(&str, &str)]) {
+    if imports::klog_severity() > severity {
         return;
     }
     let mut packed = Vec::new();
@@ -128,7 +139,7 @@ pub fn log_error(message: &str, kvs: &[(&str, &str)]) {
             packed.push(0);
         }
     }
-    imports::klog_logs(ERROR, message, &packed);
+    imports::klog_logs(severity, message, &packed);
 }
 
 /// The guest's state: the core plugin, the feed cursor and the read buffer.
@@ -226,7 +237,11 @@ impl<B: Backend> GuestState<B> {
         {
             return Reply::error(format!("currentPod {key}: {e}"));
         }
-        self.backend.prefilter(&key).into()
+        let status = self.backend.prefilter(&key);
+        for w in self.backend.take_warnings() {
+            log_at(1, "sharing-affinity: warning", &[("warning", &w)]);
+        }
+        status.into()
     }
 
     /// Filter for `currentNodeName`.
