@@ -8,6 +8,11 @@ impl<'a> Allocator<'a> {
     /// The affinity values the request wants on the device: `Ok(None)` when no extractor applies
     /// (or the device is not shared), `Err` when the device is not viable.
     pub(super) fn wanted(&self, rd: &ReqData<'_>, d: DevIdx) -> Result<Option<Values>, Rejection> {
+        // Admin access bypasses sharing affinity: no gating, no lock check, and no lock is set,
+        // joined or held (its results do not count as holders either).
+        if rd.admin {
+            return Ok(None);
+        }
         let index = self.input.index;
         let entry = index.device(d);
         if !entry.allow_multiple || !self.input.extractors.pool_has_affinity(index, d) {
@@ -27,6 +32,7 @@ impl<'a> Allocator<'a> {
             .map(|&id| {
                 rd.affinity
                     .get(self.input.extractors.group[id])
+                    .and_then(Option::as_ref)
                     .unwrap_or(&missing)
             })
             .collect();
@@ -40,6 +46,16 @@ impl<'a> Allocator<'a> {
             ));
         }
         affinity::wanted(&outcomes).map(Some)
+    }
+
+    /// Whether affinity admits the request on the device before this call's tentative locks
+    /// (`All` mode fixes its device set with this).
+    pub(super) fn persistently_viable(&self, rd: &ReqData<'_>, d: DevIdx) -> bool {
+        match self.wanted(rd, d) {
+            Ok(None) => true,
+            Ok(Some(w)) => self.input.locks.lock(d).admits(&w).is_ok(),
+            Err(_) => false,
+        }
     }
 
     /// The device's lock as this call sees it: tentative in-call lock first, then persistent.

@@ -18,6 +18,7 @@ mod setup;
 mod undo;
 
 pub use result::share_id_for;
+pub use search::init_pool_counters;
 
 use std::collections::{BTreeMap, HashMap};
 
@@ -59,8 +60,9 @@ pub trait LockSource {
 }
 
 /// Sharing-affinity outcomes of one claim: per request, per subrequest (or one entry when the
-/// request has none), per extractor key-set group ([`Extractors::group`]).
-pub type ClaimAffinity = Vec<Vec<Vec<Outcome>>>;
+/// request has none), per extractor key-set group ([`Extractors::group`]); `None` for a group
+/// no candidate device of the request has.
+pub type ClaimAffinity = Vec<Vec<Vec<Option<Outcome>>>>;
 
 /// One claim to allocate.
 pub struct ClaimInput<'a> {
@@ -201,7 +203,7 @@ struct ReqData<'a> {
     capacity: Option<&'a BTreeMap<String, Quantity>>,
     all_devices: Vec<DevIdx>,
     num_devices: usize,
-    affinity: &'a [Outcome],
+    affinity: &'a [Option<Outcome>],
 }
 
 impl ReqData<'_> {

@@ -4,10 +4,13 @@
 use std::collections::BTreeMap;
 
 use super::undo::Undo;
-use super::{Allocator, Chosen, Input, MAX_RESULTS_PER_CLAIM, Mode, Pos, ReqData, Stop, lookup};
+use super::{
+    AllocatedState, Allocator, Chosen, Input, MAX_RESULTS_PER_CLAIM, Mode, Pos, ReqData, Stop, lookup,
+};
 use crate::affinity::LockState;
 use crate::capacity;
-use crate::index::{DevIdx, device_node_matches};
+use crate::counters::CounterState;
+use crate::index::{DevIdx, Index, device_node_matches};
 use crate::model::DeviceToleration;
 use crate::quantity::Quantity;
 use crate::taints;
@@ -328,17 +331,26 @@ impl<'a> Allocator<'a> {
         if self.counters.has_pool(pool) {
             return;
         }
-        let index = self.input.index;
-        let p = &index.pools[pool];
-        let allocated = p
-            .slices
-            .iter()
-            .flat_map(|s| s.devices.iter())
-            .map(|&d| index.device(d))
-            .filter(|e| self.input.allocated.is_allocated(&e.key))
-            .map(|e| e.device.consumes_counters.as_slice());
-        self.counters.init_pool(pool, &p.counter_sets, allocated);
+        init_pool_counters(&mut self.counters, self.input.index, self.input.allocated, pool);
     }
+}
+
+/// Sets a pool's available counters: its counter sets minus what allocated devices consume.
+pub fn init_pool_counters(
+    counters: &mut CounterState,
+    index: &Index,
+    allocated: &AllocatedState,
+    pool: usize,
+) {
+    let p = &index.pools[pool];
+    let used = p
+        .slices
+        .iter()
+        .flat_map(|s| s.devices.iter())
+        .map(|&d| index.device(d))
+        .filter(|e| allocated.is_allocated(&e.key))
+        .map(|e| e.device.consumes_counters.as_slice());
+    counters.init_pool(pool, &p.counter_sets, used);
 }
 
 /// Class selectors, request selectors, per-device node selection. Selector results depend only on

@@ -137,7 +137,7 @@ impl<'a> Allocator<'a> {
         admin: bool,
         tolerations: &'a [DeviceToleration],
         capacity: Option<&'a BTreeMap<String, Quantity>>,
-        affinity: Option<&'a [Outcome]>,
+        affinity: Option<&'a [Option<Outcome>]>,
     ) -> Result<ReqData<'a>, String> {
         let claim = self.input.claims[ci].key;
         let name = affinity::full_name(request, sub);
@@ -207,7 +207,13 @@ impl<'a> Allocator<'a> {
                 }
                 for &s in &np.slices {
                     for &d in &pool.slices[s].devices {
-                        if selectable(self.input, ci, &rd, d)? && self.capacity_fits(&rd, d) == Some(true) {
+                        // Devices that are not viable because of persistent state are left out, like
+                        // capacity-insufficient shared devices: a lock to other values, an
+                        // unreconstructable device, strict gating failing for this request.
+                        if selectable(self.input, ci, &rd, d)?
+                            && self.capacity_fits(&rd, d) == Some(true)
+                            && self.persistently_viable(&rd, d)
+                        {
                             rd.all_devices.push(d);
                         }
                     }
