@@ -151,7 +151,7 @@ impl Plugin {
             index: &d.index,
             extractors: &d.extractors,
             classes: &self.classes,
-            cache: HashMap::new(),
+            cache: &d.candidates,
         };
         for &i in &pending {
             affinity.push(claim_affinity(&mut candidates, &claims[i]).map_err(Status::unresolvable)?);
@@ -616,8 +616,12 @@ struct Candidates<'a> {
     index: &'a Index,
     extractors: &'a Extractors,
     classes: &'a HashMap<String, DeviceClass>,
-    cache: HashMap<(String, Vec<String>), Rc<BTreeSet<ExtId>>>,
+    /// Kept in the slice-derived state across pods; cleared when a DeviceClass changes.
+    cache: &'a CandidateCache,
 }
+
+/// [`Candidates::extractors_for`] results per (class, request selectors).
+pub(super) type CandidateCache = std::cell::RefCell<HashMap<(String, Vec<String>), Rc<BTreeSet<ExtId>>>>;
 
 impl Candidates<'_> {
     /// The extractors that apply to some device of an affinity pool passing the class and request
@@ -626,7 +630,7 @@ impl Candidates<'_> {
     fn extractors_for(&mut self, class: &str, selectors: &[DeviceSelector]) -> Rc<BTreeSet<ExtId>> {
         let exprs: Vec<String> = selectors.iter().map(|s| s.cel.expression.clone()).collect();
         let key = (class.to_string(), exprs);
-        if let Some(ids) = self.cache.get(&key) {
+        if let Some(ids) = self.cache.borrow().get(&key) {
             return ids.clone();
         }
         let mut all: Vec<&str> = Vec::new();
@@ -659,7 +663,7 @@ impl Candidates<'_> {
             }
         }
         let out = Rc::new(out);
-        self.cache.insert(key, out.clone());
+        self.cache.borrow_mut().insert(key, out.clone());
         out
     }
 }

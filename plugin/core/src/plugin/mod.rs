@@ -79,6 +79,8 @@ struct Derived {
     node_pools: RefCell<HashMap<String, Result<Vec<NodePool>, String>>>,
     /// Selector results per device, kept across nodes, pods and cycles until slices change.
     selector_cache: SelectorCache,
+    /// PreFilter's candidate extractors per (class, selectors); cleared on DeviceClass events.
+    candidates: cycle::CandidateCache,
 }
 
 /// One claim of the pod in the current cycle.
@@ -229,6 +231,7 @@ impl Plugin {
             }
             Object::DeviceClass(c) => {
                 self.classes.insert(key, *c);
+                self.classes_changed();
             }
             Object::ResourceSlice(s) => {
                 self.changed_pools
@@ -292,6 +295,7 @@ impl Plugin {
             }
             "DeviceClass" => {
                 self.classes.remove(&key);
+                self.classes_changed();
             }
             "ResourceSlice" => {
                 if let Some(old) = self.slices.remove(&key) {
@@ -335,6 +339,13 @@ impl Plugin {
             .and_then(|c| c.metadata.resource_version.parse::<u64>().ok());
         let bound = self.bound_at.get(key).copied();
         stored.is_some_and(|s| new < s) || bound.is_some_and(|b| new <= b)
+    }
+
+    /// Drops what PreFilter derived from DeviceClasses.
+    fn classes_changed(&mut self) {
+        if let Some(d) = &self.derived {
+            d.candidates.borrow_mut().clear();
+        }
     }
 
     /// Adds (or removes) a claim's allocation to the allocated state and the device holders.
@@ -418,6 +429,7 @@ impl Plugin {
                 extractors,
                 node_pools: RefCell::new(HashMap::new()),
                 selector_cache: SelectorCache::default(),
+                candidates: Default::default(),
             });
         }
         self.derived.as_ref().expect("derived state was just built")
