@@ -13,12 +13,16 @@
 //! - [`artifact`]: finds (or builds with cargo) the guest core modules, each in its own target
 //!   directory, and encodes the component one as a component.
 //! - [`replay`]: drives a recorded cluster through an engine pod by pod; [`report`] prints the result.
+//! - [`generate`]: a deterministic generator of clusters of any size in the recorded format.
+//! - [`simulate`]: native sharing affinity against the driver workaround on one generated workload.
 
 pub mod artifact;
 pub mod bindings;
 pub mod component;
 pub mod engine;
+pub mod generate;
 pub mod kswe;
 pub mod native;
 pub mod replay;
 pub mod report;
+pub mod simulate;

@@ -3,6 +3,10 @@
 //! ```text
 //! sharing-affinity replay CLUSTER.json|SCENARIO_DIR [--engine native|component|kswe] [--plugin FILE.wasm]
 //!     [--config CONFIG.json] [--output table|json] [--explain] [--fuel N]
+//! sharing-affinity generate --nodes N --devices-per-node D [--pods P] [--running R] [--affinity-keys K]
+//!     [--groups G] [--profile nic|gpu|fpga|rdma|plain] [--seed S] [--extractors-in-config] [--burst B]
+//!     [--out DIR]
+//! sharing-affinity simulate (the generate options) [--driver-lag N] [--output table|json]
 //! ```
 //!
 //! `--engine component` (the default) and `--engine kswe` build the workspace's guest with cargo
@@ -18,12 +22,13 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::generate::{self, Profile, Spec};
 use sharing_affinity_host::kswe::KsweEngine;
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Cluster, replay};
-use sharing_affinity_host::{artifact, report};
+use sharing_affinity_host::{artifact, report, simulate};
 use wasmtime::error::Context;
-use wasmtime::{Result, bail};
+use wasmtime::{Result, bail, format_err};
 
 /// Replays recorded Kubernetes clusters through the sharing-affinity DRA scheduler plugin.
 #[derive(Parser)]
@@ -37,6 +42,90 @@ struct Cli {
 enum Command {
     /// Schedules the pending pods of a recorded cluster one by one and reports each decision.
     Replay(ReplayArgs),
+    /// Writes a generated cluster (deterministic for a seed) in the recorded format.
+    Generate(GenerateArgs),
+    /// Compares native sharing affinity with the driver workaround on one generated workload.
+    Simulate(SimulateArgs),
+}
+
+/// The workload shape shared by `generate` and `simulate`.
+#[derive(Args)]
+struct WorkloadArgs {
+    /// Nodes.
+    #[arg(long)]
+    nodes: usize,
+    /// Devices per node.
+    #[arg(long)]
+    devices_per_node: usize,
+    /// Pending pods.
+    #[arg(long, default_value_t = 100)]
+    pods: usize,
+    /// Running pods with allocated claims (default: nodes × devices-per-node / 2).
+    #[arg(long)]
+    running: Option<usize>,
+    /// Affinity keys per extractor, 1..=8 (default 1; not with --profile plain).
+    #[arg(long)]
+    affinity_keys: Option<usize>,
+    /// Affinity groups (default 8; not with --profile plain).
+    #[arg(long)]
+    groups: Option<usize>,
+    /// The device family: nic, gpu, fpga, rdma, or plain (upstream scheduler_perf's shape, no sharing).
+    #[arg(long, default_value = "nic", value_parser = parse_profile)]
+    profile: Profile,
+    /// Random seed.
+    #[arg(long, default_value_t = 5981)]
+    seed: u64,
+    /// Extractors in the plugin configuration instead of KEP-5981 metadata slices (needs --out).
+    #[arg(long)]
+    extractors_in_config: bool,
+    /// Pending pods arrive in runs of this many pods of one group (a Job's replicas).
+    #[arg(long, default_value_t = 1)]
+    burst: usize,
+}
+
+#[derive(Args)]
+struct GenerateArgs {
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Write a scenario directory (cluster.json, and config.json with --extractors-in-config)
+    /// instead of printing the cluster.
+    #[arg(long, value_name = "DIR")]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct SimulateArgs {
+    #[command(flatten)]
+    workload: WorkloadArgs,
+    /// Scheduling attempts between two reconciles of the workaround driver (its reaction time,
+    /// counted in scheduling cycles).
+    #[arg(long, default_value_t = 8)]
+    driver_lag: usize,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+fn parse_profile(name: &str) -> std::result::Result<Profile, String> {
+    Profile::from_name(name).ok_or_else(|| format!("unknown profile {name:?} (nic, gpu, fpga, rdma, plain)"))
+}
+
+impl WorkloadArgs {
+    fn spec(&self) -> Result<Spec> {
+        if self.profile == Profile::Plain && (self.affinity_keys.is_some() || self.groups.is_some()) {
+            bail!("--affinity-keys and --groups do not apply to --profile plain (no sharing)");
+        }
+        let mut spec = Spec::new(self.nodes, self.devices_per_node);
+        spec.pods = self.pods;
+        spec.running = self.running.unwrap_or(spec.running);
+        spec.affinity_keys = self.affinity_keys.unwrap_or(spec.affinity_keys);
+        spec.groups = self.groups.unwrap_or(spec.groups);
+        spec.profile = self.profile;
+        spec.seed = self.seed;
+        spec.extractors_in_config = self.extractors_in_config;
+        spec.burst = self.burst;
+        Ok(spec)
+    }
 }
 
 #[derive(Args)]
@@ -92,6 +181,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => run_replay(&args),
+        Command::Generate(args) => run_generate(&args),
+        Command::Simulate(args) => run_simulate(&args),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
@@ -126,6 +217,42 @@ fn run_replay(args: &ReplayArgs) -> Result<()> {
     match args.output {
         Output::Json => println!("{}", report::to_json_text(&result, true)),
         Output::Table => print!("{}", report::table(&result, args.explain)),
+    }
+    Ok(())
+}
+
+fn run_generate(args: &GenerateArgs) -> Result<()> {
+    let spec = args.workload.spec()?;
+    let generated = generate::generate(&spec).map_err(|e| format_err!("{e}"))?;
+    match &args.out {
+        None if !generated.config.is_empty() => {
+            bail!("--extractors-in-config needs --out DIR (the extractors go to DIR/config.json)")
+        }
+        None => println!("{}", generated.cluster),
+        Some(dir) => {
+            std::fs::create_dir_all(dir).with_context(|| format!("creating {}", dir.display()))?;
+            let cluster = dir.join("cluster.json");
+            std::fs::write(&cluster, generated.cluster + "\n")
+                .with_context(|| format!("writing {}", cluster.display()))?;
+            if !generated.config.is_empty() {
+                let config = dir.join("config.json");
+                std::fs::write(&config, generated.config + "\n")
+                    .with_context(|| format!("writing {}", config.display()))?;
+            }
+        }
+    }
+    let counts = generate::summary(&generated.workload);
+    let line: Vec<String> = counts.iter().map(|(k, v)| format!("{v} {k}")).collect();
+    eprintln!("generated: {}", line.join(", "));
+    Ok(())
+}
+
+fn run_simulate(args: &SimulateArgs) -> Result<()> {
+    let spec = args.workload.spec()?;
+    let result = simulate::simulate(&spec, args.driver_lag)?;
+    match args.output {
+        Output::Json => println!("{}", simulate::to_json(&result)),
+        Output::Table => print!("{}", simulate::table(&result)),
     }
     Ok(())
 }

@@ -22,7 +22,7 @@ use crate::error::Error;
 use crate::index::{DevIdx, Index};
 use crate::model::{DeviceSelector, ResourceClaim, SharingAffinityExtractor};
 
-/// KEP limit: extractors per pool.
+/// KEP limit: extractors per metadata slice (and per configuration entry set of one pool).
 pub const MAX_EXTRACTORS: usize = 8;
 /// KEP limit: keys per extractor.
 pub const MAX_KEYS: usize = 8;
@@ -201,28 +201,69 @@ pub struct Extractors {
     pub list: Vec<Extractor>,
     /// Per pool: its extractors, or an error making all its devices not viable.
     pub per_pool: Vec<Result<Vec<ExtId>, String>>,
+    /// Per extractor: its key set's group. Extractors declaring the same keys (the same driver's
+    /// pools, usually) yield the same outcome for a request, which is computed once per group.
+    pub group: Vec<usize>,
+    /// Per group: its first extractor, the one that is evaluated.
+    pub groups: Vec<ExtId>,
     applicable: Vec<std::sync::OnceLock<Result<Vec<ExtId>, String>>>,
+    /// One warning per pool whose configuration extractors were ignored because the driver
+    /// publishes extractors for it.
+    pub warnings: Vec<String>,
 }
 
 impl Extractors {
-    /// Merges slice-published extractors (complete pools only) with configured ones.
+    /// The extractors of each pool: the KEP-5981 metadata-slice extractors when the pool has
+    /// any (authoritative: configuration entries for that pool are then ignored, with one warning
+    /// per pool), else the configuration's entries for the pool (the fallback for API servers
+    /// without the field). The 8-extractor limit applies per metadata slice, as the API validates
+    /// it; the union over the slices of a complete pool may exceed 8.
     pub fn build(index: &Index, config: &Config, cel: &CelCache) -> Extractors {
         let mut list = Vec::new();
         let mut per_pool = Vec::with_capacity(index.pools.len());
+        let mut warnings = Vec::new();
         for pool in &index.pools {
             let mut ids = Vec::new();
             let mut err = None;
-            if pool.complete {
+            let configured: Vec<usize> = config
+                .sharing_affinity
+                .iter()
+                .enumerate()
+                .filter(|(_, ex)| {
+                    ex.driver == pool.driver && ex.pool.as_ref().is_none_or(|p| *p == pool.name)
+                })
+                .map(|(i, _)| i)
+                .collect();
+            if pool.complete && !pool.slice_extractors.is_empty() {
+                let mut per_slice: BTreeMap<&str, usize> = BTreeMap::new();
                 for ex in &pool.slice_extractors {
                     if let Err(e) = validate_extractor(cel, &ex.spec.cel, ex.spec.selector.as_ref()) {
                         err.get_or_insert(format!("{}.{e}", ex.source));
                     }
+                    *per_slice.entry(&ex.slice).or_default() += 1;
                     ids.push(list.len());
                     list.push(from_spec(ex.source.clone(), &ex.spec));
                 }
-            }
-            for (i, ex) in config.sharing_affinity.iter().enumerate() {
-                if ex.driver == pool.driver && ex.pool.as_ref().is_none_or(|p| *p == pool.name) {
+                if let Some((slice, n)) = per_slice.iter().find(|(_, n)| **n > MAX_EXTRACTORS) {
+                    err.get_or_insert(format!(
+                        "ResourceSlice {slice} has {n} sharing-affinity extractors, at most {MAX_EXTRACTORS} allowed"
+                    ));
+                }
+                if !configured.is_empty() {
+                    let entries: Vec<String> = configured
+                        .iter()
+                        .map(|i| format!("sharingAffinity[{i}]"))
+                        .collect();
+                    warnings.push(format!(
+                        "pool {}: the driver publishes sharing-affinity extractors, so configuration {} for it {} ignored",
+                        pool.id(),
+                        entries.join(", "),
+                        if entries.len() == 1 { "is" } else { "are" }
+                    ));
+                }
+            } else {
+                for &i in &configured {
+                    let ex = &config.sharing_affinity[i];
                     ids.push(list.len());
                     list.push(Extractor {
                         source: format!("configuration sharingAffinity[{i}]"),
@@ -230,13 +271,13 @@ impl Extractors {
                         keys: ex.cel.clone(),
                     });
                 }
-            }
-            if ids.len() > MAX_EXTRACTORS {
-                err.get_or_insert(format!(
-                    "pool {} has {} sharing-affinity extractors, at most {MAX_EXTRACTORS} allowed",
-                    pool.id(),
-                    ids.len()
-                ));
+                if ids.len() > MAX_EXTRACTORS {
+                    err.get_or_insert(format!(
+                        "pool {} has {} configured sharing-affinity extractors, at most {MAX_EXTRACTORS} allowed",
+                        pool.id(),
+                        ids.len()
+                    ));
+                }
             }
             per_pool.push(match err {
                 Some(e) => Err(e),
@@ -246,10 +287,26 @@ impl Extractors {
         let applicable = (0..index.devices.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
+        let mut by_keys: std::collections::HashMap<&BTreeMap<String, String>, usize> =
+            std::collections::HashMap::new();
+        let mut groups = Vec::new();
+        let group = list
+            .iter()
+            .enumerate()
+            .map(|(id, ex)| {
+                *by_keys.entry(&ex.keys).or_insert_with(|| {
+                    groups.push(id);
+                    groups.len() - 1
+                })
+            })
+            .collect();
         Extractors {
             list,
             per_pool,
+            group,
+            groups,
             applicable,
+            warnings,
         }
     }
 
@@ -303,6 +360,19 @@ impl Extractors {
             .map(Vec::as_slice)
             .map_err(Clone::clone)
     }
+}
+
+/// A fingerprint of the content (selector and key expressions) of the extractors `ids`: cached
+/// lock values are valid only while it stays the same. Deterministic within a process.
+pub fn fingerprint(extractors: &Extractors, ids: &[ExtId]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    for &id in ids {
+        let ex = &extractors.list[id];
+        ex.selector.hash(&mut h);
+        ex.keys.hash(&mut h);
+    }
+    h.finish()
 }
 
 fn from_spec(source: String, spec: &SharingAffinityExtractor) -> Extractor {

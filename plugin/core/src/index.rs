@@ -150,6 +150,8 @@ pub struct SliceEntry {
 pub struct PoolExtractor {
     /// Where it comes from, for messages (`ResourceSlice meta-0 spec.sharingAffinity[0]`).
     pub source: String,
+    /// Name of the metadata slice that publishes it (the 8-extractor limit is per slice).
+    pub slice: String,
     /// The extractor.
     pub spec: SharingAffinityExtractor,
 }
@@ -265,6 +267,7 @@ impl Index {
                 for (i, ex) in s.spec.sharing_affinity.iter().enumerate() {
                     pool.slice_extractors.push(PoolExtractor {
                         source: format!("ResourceSlice {} spec.sharingAffinity[{i}]", s.metadata.name),
+                        slice: s.metadata.name.clone(),
                         spec: ex.clone(),
                     });
                 }

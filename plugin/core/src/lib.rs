@@ -32,3 +32,7 @@ pub mod taints;
 pub use error::Error;
 pub use status::{Code, Status};
 pub mod plugin;
+
+/// A `HashMap` with the Fx hasher: the allocator's maps are keyed by small integers, which
+/// SipHash would dominate (`rustc-hash` without its `std` feature, as cranelift uses it).
+pub type FxHashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;

@@ -450,7 +450,7 @@ fn reserve_sets_tentative_lock_and_unreserve_removes_it() {
         locked(&[("subnet", "x")]),
         "in-flight claim locks"
     );
-    p.unreserve(NODE);
+    p.unreserve("default/a", NODE).unwrap();
     assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "unreserve releases");
 }
 
@@ -486,8 +486,319 @@ fn unreserve_keeps_lock_held_by_another_claim() {
     assert!(p.prefilter("default/a").is_success());
     assert!(p.filter(NODE).is_success());
     p.reserve(NODE).unwrap();
-    p.unreserve(NODE);
+    p.unreserve("default/a", NODE).unwrap();
     assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+}
+
+/// Pod A's binding cycle overlaps pod B's scheduling cycle (as in kube-scheduler): B's PreFilter
+/// must not drop A's reservation, and Bind/Unreserve act on the pod they name.
+#[test]
+fn reservations_are_per_pod_and_survive_the_next_cycle() {
+    let mut p = plugin(
+        "",
+        &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]),
+    );
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    add_pod(&mut p, "b", nic_claim("cb", "y"));
+    assert_eq!(device_of(&run(&mut p, "a").unwrap()), "eth1");
+    // B's cycle starts while A is still reserved.
+    assert!(p.prefilter("default/b").is_success());
+    assert_eq!(
+        p.reserved_node("default/a"),
+        Some(NODE),
+        "B's prefilter kept A's reservation"
+    );
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    assert!(p.filter(NODE).is_success());
+    let b = p.reserve(NODE).unwrap();
+    assert_eq!(
+        b[0].allocation.devices.results[0].device, "eth2",
+        "A's in-flight lock holds eth1"
+    );
+    // Unreserving B releases only B.
+    p.unreserve("default/b", NODE).unwrap();
+    assert_eq!(lock(&mut p, "eth2"), LockState::Clean);
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    assert_eq!(p.reserved_node("default/a"), Some(NODE));
+    assert_eq!(p.reserved_node("default/b"), None);
+    // B again, then both bind, A first (its binding cycle ends after B's Reserve).
+    assert_eq!(device_of(&run(&mut p, "b").unwrap()), "eth2");
+    assert_eq!(p.bind("default/a", NODE).unwrap()[0].claim, "default/ca");
+    assert_eq!(p.bind("default/b", NODE).unwrap()[0].claim, "default/cb");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    assert_eq!(lock(&mut p, "eth2"), locked(&[("subnet", "y")]));
+    for (claim, dev) in [("default/ca", "eth1"), ("default/cb", "eth2")] {
+        let a = p
+            .claim(claim)
+            .and_then(|c| c.status.allocation.as_ref())
+            .expect("allocated");
+        assert_eq!(a.devices.results[0].device, dev);
+    }
+    assert_eq!(p.pod("default/a").unwrap().spec.node_name, NODE);
+    // Neither pod holds a reservation any more.
+    let err = p.bind("default/a", NODE).unwrap_err();
+    assert!(err.reason.contains("pod default/a"), "{}", err.reason);
+    let err = p.unreserve("default/b", NODE).unwrap_err();
+    assert!(err.reason.contains("pod default/b"), "{}", err.reason);
+}
+
+/// A pod deleted and recreated under the same name between Reserve and Bind is not the reserved
+/// pod: Bind refuses, naming both UIDs, and Unreserve still releases the reservation.
+#[test]
+fn bind_refuses_a_recreated_pod() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    run(&mut p, "a").unwrap();
+    let mut recreated = pod("a", &["ca"], "2026-01-01T00:00:00Z");
+    recreated["metadata"]["uid"] = json!("uid-a-2");
+    add(&mut p, &[recreated]);
+    let err = p.bind("default/a", NODE).unwrap_err();
+    assert!(err.reason.contains("uid uid-a was reserved"), "{}", err.reason);
+    assert!(err.reason.contains("uid-a-2"), "{}", err.reason);
+    let err = p.bind("default/a", "node-2").unwrap_err();
+    assert!(err.reason.contains("reserved on node-1"), "{}", err.reason);
+    p.unreserve("default/a", NODE).unwrap();
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean);
+}
+
+/// A claim with two requests on one shared device is two holders: the lock is derived from
+/// each request's config, not from the last result of the claim.
+#[test]
+fn locks_are_derived_per_claim_and_request() {
+    let two = |cfg: &dyn Fn(Claim) -> Claim| {
+        cfg(claim("old", &[req("a", "class-a"), req("b", "class-a")]))
+            .allocated(json!([
+                shared("a", "eth1", "s-1", json!({"slots": "1"})),
+                shared("b", "eth1", "s-2", json!({"slots": "1"}))
+            ]))
+            .json()
+    };
+    // Request a has no config in scope, b has subnet=x.
+    let only_b = two(&|c| c.config(&["b"], nic_config("x")));
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(only_b);
+    let mut p = plugin("", &objects);
+    assert_eq!(lock(&mut p, "eth1"), LockState::Unreconstructable);
+    // Both have subnet=x but different values for a key added later.
+    let pkeys = two(&|c| {
+        c.config(&["a"], json!({"kind": "NICConfig", "subnet": "x", "pkey": "1"}))
+            .config(&["b"], json!({"kind": "NICConfig", "subnet": "x", "pkey": "2"}))
+    });
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(pkeys);
+    let mut p = plugin("", &objects);
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    add(
+        &mut p,
+        &[meta(json!([{"cel": {"subnet": SUBNET, "pkey": PKEY}}]))],
+    );
+    assert_eq!(lock(&mut p, "eth1"), LockState::Unreconstructable);
+}
+
+/// Values fixed at Reserve are a cache keyed by the extractor's content: a new expression with
+/// the same key name is evaluated again, and one that fails makes the device unreconstructable.
+#[test]
+fn extractor_change_with_the_same_keys_rederives_the_lock() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    let c = claim("ca", &[req("nic", "class-a")])
+        .config(&[], json!({"kind": "NICConfig", "subnet": "x", "alt": "z"}));
+    add_pod(&mut p, "a", c);
+    schedule(&mut p, "a");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    let alt = r#"object.kind == "NICConfig" ? object.alt : """#;
+    add(&mut p, &[meta(json!([{"cel": {"subnet": alt}}]))]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "z")]),
+        "new expression, same key"
+    );
+    add(&mut p, &[meta(json!([{"cel": {"subnet": "object.nothere"}}]))]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        LockState::Unreconstructable,
+        "fails on the holder"
+    );
+}
+
+/// Admin access bypasses affinity: no gating (no config needed), no lock check, and the lock
+/// state of the device it lands on does not change.
+#[test]
+fn admin_access_bypasses_affinity() {
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]);
+    objects.push(existing("old", "eth1", "s-1", Some(nic_config("y"))));
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "adm", claim("cadm", &[req("nic", "class-a").admin()]));
+    assert_eq!(
+        device_of(&schedule(&mut p, "adm")),
+        "eth1",
+        "locked device, no config"
+    );
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "y")]), "lock unchanged");
+    add_pod(&mut p, "b", nic_claim("cb", "z"));
+    assert_eq!(
+        device_of(&schedule(&mut p, "b")),
+        "eth2",
+        "eth1 is still locked to y"
+    );
+    // On a clean device the admin claim sets no lock, and holds none that blocks others.
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "adm", claim("cadm", &[req("nic", "class-a").admin()]));
+    assert_eq!(device_of(&schedule(&mut p, "adm")), "eth1");
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "admin sets no lock");
+    add_pod(&mut p, "c", nic_claim("cc", "z"));
+    assert_eq!(device_of(&schedule(&mut p, "c")), "eth1");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "z")]));
+}
+
+/// Claim events between Reserve and Bind update the stored object, not the in-flight
+/// allocation; after Bind, an event that predates it (by `resourceVersion`) does not clear the
+/// lock, and a newer one does.
+#[test]
+fn inflight_allocations_survive_claim_events() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    let mut c = nic_claim("ca", "x");
+    c.0["metadata"]["resourceVersion"] = json!("5");
+    add_pod(&mut p, "a", c.clone());
+    run(&mut p, "a").unwrap();
+    let mut update = c.clone();
+    update.0["metadata"]["resourceVersion"] = json!("6");
+    update.0["metadata"]["labels"] = json!({"touched": "yes"});
+    add(&mut p, &[update.json()]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        locked(&[("subnet", "x")]),
+        "event kept the in-flight lock"
+    );
+    assert_eq!(p.reserved_node("default/a"), Some(NODE));
+    p.bind("default/a", NODE).unwrap();
+    let bound = p.claim("default/ca").unwrap();
+    assert!(bound.status.allocation.is_some());
+    assert_eq!(bound.metadata.resource_version, "6", "the newer metadata is kept");
+    for stale in ["5", "6"] {
+        let mut e = c.clone();
+        e.0["metadata"]["resourceVersion"] = json!(stale);
+        add(&mut p, &[e.json()]);
+        assert_eq!(
+            lock(&mut p, "eth1"),
+            locked(&[("subnet", "x")]),
+            "stale event rv {stale}"
+        );
+        assert!(p.claim("default/ca").unwrap().status.allocation.is_some());
+    }
+    let mut newer = c.clone();
+    newer.0["metadata"]["resourceVersion"] = json!("7");
+    add(&mut p, &[newer.json()]);
+    assert_eq!(
+        lock(&mut p, "eth1"),
+        LockState::Clean,
+        "a newer deallocation releases"
+    );
+}
+
+/// Reserve re-checks consumable capacity: when another claim took the last slot after Filter,
+/// Reserve fails naming the device and the capacity.
+#[test]
+fn reserve_rechecks_consumable_capacity() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "1")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success());
+    add(&mut p, &[existing("other", "eth1", "s-9", Some(nic_config("x")))]);
+    let err = p.reserve(NODE).unwrap_err();
+    assert_eq!(err.code, Code::Unschedulable);
+    assert!(err.reason.contains("eth1: capacity slots"), "{}", err.reason);
+    assert_eq!(p.reserved_node("default/a"), None, "nothing reserved");
+}
+
+/// Only extractors that apply to a device the request could select are evaluated: an
+/// extractor of another driver's pool that finds two different values in the claim's config
+/// does not make the pod unresolvable.
+#[test]
+fn only_extractors_of_candidate_devices_are_evaluated() {
+    let other_driver = json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"b-0"},
+        "spec":{"driver":"driver-b","nodeName":NODE,"pool":{"name":"pool-b","generation":1,"resourceSliceCount":1},
+                "sharingAffinity":[{"cel": {"vlan": "has(object.vlan) ? object.vlan : \"\""}}],
+                "devices":[nic("b-eth", "4").0]}});
+    let mut objects = cluster(subnet_extractor(), &[nic("eth1", "4")]);
+    objects.push(other_driver);
+    let mut p = plugin("", &objects);
+    let c = claim("ca", &[req("nic", "class-a")])
+        .config(&[], json!({"kind": "NICConfig", "subnet": "x", "vlan": "1"}))
+        .config(&[], json!({"kind": "NICConfig", "subnet": "x", "vlan": "2"}));
+    add_pod(&mut p, "a", c);
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
+    // A conflict among the extractors of candidate devices is still unresolvable.
+    let c = claim("cb", &[req("nic", "class-a")])
+        .config(&[], nic_config("x"))
+        .config(&[], nic_config("y"));
+    add_pod(&mut p, "b", c);
+    assert_status(
+        run(&mut p, "b"),
+        Code::UnschedulableAndUnresolvable,
+        "two values",
+        "conflict on a candidate's extractor",
+    );
+}
+
+/// Metadata-slice extractors are authoritative for their pool: configuration entries for it are
+/// ignored (one warning per pool) instead of declaring the same key twice.
+#[test]
+fn slice_extractors_are_authoritative_over_configuration() {
+    let config = json!({"sharingAffinity": [{"driver": DRIVER, "cel": {"subnet": SUBNET}}]}).to_string();
+    let mut p = plugin(&config, &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    let warnings = p.take_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:?}");
+    assert!(warnings[0].contains("pool driver-a/pool-1"), "{}", warnings[0]);
+    assert!(warnings[0].contains("sharingAffinity[0]"), "{}", warnings[0]);
+    add_pod(&mut p, "b", nic_claim("cb", "x"));
+    schedule(&mut p, "b");
+    assert!(p.take_warnings().is_empty(), "each warning once");
+}
+
+/// The limit of 8 extractors applies per metadata slice: two metadata slices of one complete pool
+/// may publish 10 between them; 9 in one slice make the pool's devices not viable.
+#[test]
+fn extractor_limit_is_per_metadata_slice() {
+    let exs = |from: usize, to: usize| -> Value {
+        (from..to)
+            .map(|i| json!({"cel": {format!("k{i}"): "object.kind == \"NICConfig\" ? \"v\" : \"\""}}))
+            .collect()
+    };
+    let meta_slice = |name: &str, count: i64, extractors: Value| {
+        json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":name},
+               "spec":{"driver":DRIVER,"nodeName":NODE,"pool":{"name":"pool-1","generation":1,"resourceSliceCount":count},
+                       "sharingAffinity": extractors}})
+    };
+    let devices = slice("pool-1-devices", "pool-1", 1, 3, &[nic("eth1", "4")]);
+    let objects = vec![
+        node(NODE),
+        class_a(),
+        meta_slice("meta-a", 3, exs(0, 5)),
+        meta_slice("meta-b", 3, exs(5, 10)),
+        devices,
+    ];
+    let mut p = plugin("", &objects);
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_eq!(device_of(&schedule(&mut p, "a")), "eth1");
+    let LockState::Locked(values) = lock(&mut p, "eth1") else {
+        panic!("eth1 should be locked");
+    };
+    assert_eq!(values.len(), 10, "{values:?}");
+    let devices = slice("pool-1-devices", "pool-1", 1, 2, &[nic("eth1", "4")]);
+    let mut p = plugin(
+        "",
+        &[node(NODE), class_a(), meta_slice("meta-a", 2, exs(0, 9)), devices],
+    );
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    assert_status(
+        run(&mut p, "a"),
+        Code::Unschedulable,
+        "ResourceSlice meta-a has 9 sharing-affinity extractors",
+        "9 in one slice",
+    );
 }
 
 #[test]
@@ -672,7 +983,7 @@ fn packing_run(config: &str, subnets: &[&str]) -> (usize, usize) {
         add_pod(&mut p, &format!("p{i}"), nic_claim(&format!("c{i}"), s));
         match run(&mut p, &format!("p{i}")) {
             Ok(_) => {
-                p.bind(NODE).unwrap();
+                p.bind(&format!("default/p{i}"), NODE).unwrap();
             }
             Err(_) => failed += 1,
         }
@@ -764,20 +1075,27 @@ fn affinity_analogue_of_23_all_mode_sees_tentative_lock() {
     );
 }
 
+/// `All` mode fixes its device set without the devices that persistent state makes not viable
+/// (like capacity-insufficient shared devices in upstream rows 21, 22, 26): a lock to other
+/// values and an unreconstructable device are left out, the rest is allocated.
 #[test]
-fn affinity_analogue_of_25_all_mode_blocked_by_lock() {
-    let mut objects = cluster(subnet_extractor(), &[nic("d1", "2"), nic("d2", "2")]);
+fn affinity_analogue_of_25_all_mode_leaves_out_persistently_locked_devices() {
+    let mut objects = cluster(
+        subnet_extractor(),
+        &[nic("d1", "2"), nic("d2", "2"), nic("d3", "2")],
+    );
     objects.push(existing("old", "d2", "s-1", Some(nic_config("B"))));
+    objects.push(existing("legacy", "d3", "s-2", None));
     let mut p = plugin("", &objects);
     add_pod(
         &mut p,
         "p",
         claim("c0", &[req("req-1", "class-a").all()]).config(&[], nic_config("A")),
     );
-    assert_status(
-        run(&mut p, "p"),
-        Code::Unschedulable,
-        "d2: locked to subnet=B",
-        "All set includes a locked device",
+    let got = run(&mut p, "p").unwrap();
+    assert_eq!(
+        got[0].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+        ["d1"],
+        "d2 (locked to B) and d3 (unreconstructable) are left out"
     );
 }

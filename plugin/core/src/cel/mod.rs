@@ -26,6 +26,7 @@ mod semver;
 mod values;
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cel::Env;
@@ -103,12 +104,19 @@ impl CelObject {
 
 /// A compiled device selector.
 pub struct Selector {
+    id: u32,
     program: Program,
     env: Arc<Env>,
     cost_limit: u64,
 }
 
 impl Selector {
+    /// A number that identifies this compiled selector among all selectors of its cache (never
+    /// reused, also after the cache starts over): a key for caching its results per device.
+    pub fn id(&self) -> u32 {
+        self.id
+    }
+
     /// Evaluates the selector; a non-bool result is [`CelError::WrongType`].
     pub fn matches(&self, device: &CelDevice) -> Result<bool, CelError> {
         let value = device.value.as_ref().map_err(|e| CelError::Runtime(e.clone()))?;
@@ -156,6 +164,7 @@ pub struct CelCache {
     cost_limit: u64,
     selectors: Entries<Selector>,
     extractors: Entries<Extractor>,
+    next_selector_id: AtomicU32,
 }
 
 impl Default for CelCache {
@@ -177,6 +186,7 @@ impl CelCache {
             cost_limit: limit,
             selectors: Mutex::default(),
             extractors: Mutex::default(),
+            next_selector_id: AtomicU32::new(0),
         }
     }
 
@@ -184,6 +194,7 @@ impl CelCache {
     pub fn selector(&self, expression: &str) -> Result<Arc<Selector>, CelError> {
         cached(&self.selectors, expression, || {
             Ok(Selector {
+                id: self.next_selector_id.fetch_add(1, Ordering::Relaxed),
                 program: compile::compile(&self.env, expression, Root::Device)?,
                 env: Arc::clone(&self.env),
                 cost_limit: self.cost_limit,

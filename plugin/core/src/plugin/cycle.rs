@@ -1,25 +1,32 @@
 //! The extension points of one scheduling cycle: PreFilter, Filter, Score, Reserve, Unreserve, Bind.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::rc::Rc;
 
-use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin};
+use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
-use crate::model::{OwnerReference, PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference};
+use crate::counters::CounterState;
+use crate::index::{DevIdx, Index};
+use crate::model::{
+    DeviceClass, DeviceSelector, OwnerReference, PodResourceClaimStatus, ResourceClaim,
+    ResourceClaimConsumerReference,
+};
 use crate::node_selector;
 use crate::object::object_key;
+use crate::quantity::Quantity;
 use crate::status::Status;
 
 impl Plugin {
     /// PreFilter for the pod `namespace/name`: resolves its claims and starts a cycle.
+    ///
+    /// Reservations of other pods (in their binding cycle) are left alone. A reservation the same
+    /// pod still holds is dropped first, as the scheduler's Unreserve would: a pod is scheduled
+    /// again only after its previous attempt ended.
     pub fn prefilter(&mut self, pod: &str) -> Status {
-        if let Some(c) = &self.cycle
-            && c.reserved.is_some()
-        {
-            // A new cycle drops an unfinished reservation, as the scheduler's Unreserve would.
-            let node = c.reserved.as_ref().map(|r| r.0.clone()).unwrap_or_default();
-            self.unreserve(&node);
+        if self.reservations.contains_key(pod) {
+            self.release(pod);
         }
         self.cycle = None;
         let (status, cycle) = match self.prepare(pod) {
@@ -32,7 +39,6 @@ impl Plugin {
                     pending: Vec::new(),
                     affinity: Vec::new(),
                     nodes: HashMap::new(),
-                    reserved: None,
                 };
                 (s, c)
             }
@@ -74,7 +80,9 @@ impl Plugin {
                 }
             };
             let key = object_key(&ns, &name);
-            let claim = match (self.claims.get(&key), &generated) {
+            // A claim another pod reserved is seen with its in-flight allocation.
+            let stored = self.inflight.get(&key).or_else(|| self.claims.get(&key));
+            let claim = match (stored, &generated) {
                 (Some(c), _) => c.clone(),
                 (None, Some(template)) => {
                     let tkey = object_key(&ns, template);
@@ -138,9 +146,15 @@ impl Plugin {
         self.derived();
         let d = self.derived.as_ref().expect("built above");
         let mut affinity = Vec::with_capacity(pending.len());
+        let mut candidates = Candidates {
+            cel: &self.cel,
+            index: &d.index,
+            extractors: &d.extractors,
+            classes: &self.classes,
+            cache: &d.candidates,
+        };
         for &i in &pending {
-            affinity
-                .push(claim_affinity(&self.cel, &d.extractors, &claims[i]).map_err(Status::unresolvable)?);
+            affinity.push(claim_affinity(&mut candidates, &claims[i]).map_err(Status::unresolvable)?);
         }
         Ok(Cycle {
             pod: pod_key.to_string(),
@@ -149,7 +163,6 @@ impl Plugin {
             pending,
             affinity,
             nodes: HashMap::new(),
-            reserved: None,
         })
     }
 
@@ -246,6 +259,7 @@ impl Plugin {
             pools,
             claims: &inputs,
             consolidate: self.config.consolidate,
+            selector_cache: &d.selector_cache,
         };
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
@@ -292,8 +306,11 @@ impl Plugin {
     /// Reserve: commits the allocation Filter computed for `node` as in-flight.
     pub fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         let cycle = self.cycle("reserve")?;
-        if cycle.reserved.is_some() {
-            return Err(Status::error("reserve called twice in one cycle"));
+        if self.reservations.contains_key(&cycle.pod) {
+            return Err(Status::error(format!(
+                "pod {}: reserve called twice in one cycle",
+                cycle.pod
+            )));
         }
         let r = cycle
             .nodes
@@ -336,6 +353,7 @@ impl Plugin {
                 }
             }
         }
+        self.recheck_capacity(d, &result)?;
         let pod = self.pods.get(&pod_key).cloned().unwrap_or_default();
         let consumer = ResourceClaimConsumerReference {
             api_group: String::new(),
@@ -344,6 +362,12 @@ impl Plugin {
             uid: pod.metadata.uid.clone(),
         };
         let cycle = self.cycle.as_ref().expect("checked above");
+        let generated = cycle
+            .claims
+            .iter()
+            .filter(|c| c.generated_for.is_some())
+            .map(|c| c.claim.metadata.name.clone())
+            .collect();
         let mut out = Vec::new();
         let mut staged = Vec::new();
         for (n, &i) in cycle.pending.iter().enumerate() {
@@ -359,10 +383,18 @@ impl Plugin {
             {
                 claim.status.reserved_for.push(consumer.clone());
             }
-            for ch in &cr.choices {
+            for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
                 if let Some(v) = &ch.affinity {
                     let key = d.index.device(ch.dev).key.clone();
-                    staged.push(((cc.key.clone(), key), v.clone()));
+                    let ids = d
+                        .extractors
+                        .applicable(&d.index, &self.cel, ch.dev)
+                        .unwrap_or(&[]);
+                    let fingerprint = affinity::fingerprint(&d.extractors, ids);
+                    staged.push((
+                        ((cc.key.clone(), res.request.clone()), key),
+                        (fingerprint, v.clone()),
+                    ));
                 }
             }
             out.push(ClaimAllocation {
@@ -379,79 +411,185 @@ impl Plugin {
             let claim = self.inflight.get(k).cloned().expect("just inserted");
             self.contribute(k, &claim, true);
         }
-        if let Some(c) = &mut self.cycle {
-            c.reserved = Some((node.to_string(), out.clone()));
-        }
+        self.reservations.insert(
+            pod_key,
+            Reservation {
+                uid: pod.metadata.uid.clone(),
+                node: node.to_string(),
+                allocations: out.clone(),
+                generated,
+            },
+        );
         Ok(out)
     }
 
-    /// Unreserve: drops the in-flight allocation of the current cycle.
-    pub fn unreserve(&mut self, node: &str) {
-        let Some(cycle) = &mut self.cycle else { return };
-        let Some((reserved_node, allocs)) = cycle.reserved.take() else {
+    /// Reserve's re-check of consumable capacity and counters against the current state: another
+    /// pod may have taken the last slot or counter since Filter. The error names the device and
+    /// the capacity or counter set.
+    fn recheck_capacity(&self, d: &super::Derived, result: &[ClaimResult]) -> Result<(), Status> {
+        let mut adding: HashMap<DevIdx, BTreeMap<String, Quantity>> = HashMap::new();
+        let mut counters = CounterState::default();
+        let mut counted: HashSet<DevIdx> = HashSet::new();
+        for cr in result {
+            for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
+                if res.admin_access == Some(true) {
+                    continue;
+                }
+                let entry = d.index.device(ch.dev);
+                if let Some(consumed) = &res.consumed_capacity {
+                    let slot = adding.entry(ch.dev).or_default();
+                    let allocated = self.allocated.capacity.get(&entry.key);
+                    for (name, q) in consumed {
+                        let cur = slot.entry(name.clone()).or_insert_with(|| Quantity::from_i64(0));
+                        *cur = cur.checked_add(q).unwrap_or_else(|| cur.clone());
+                        let Some(cap) = entry.device.capacity.get(name) else {
+                            continue;
+                        };
+                        let total = match allocated.and_then(|m| m.get(name)) {
+                            Some(a) => cur.checked_add(a),
+                            None => Some(cur.clone()),
+                        };
+                        if total.as_ref().is_none_or(|t| *t > cap.value) {
+                            return Err(Status::unschedulable(format!(
+                                "{}: capacity {name} of {} is no longer available (changed since filter)",
+                                entry.device.name, cap.value
+                            )));
+                        }
+                    }
+                }
+                let fresh = !self.allocated.is_allocated(&entry.key) && counted.insert(ch.dev);
+                if fresh && !entry.device.consumes_counters.is_empty() {
+                    if !counters.has_pool(entry.pool) {
+                        allocator::init_pool_counters(&mut counters, &d.index, &self.allocated, entry.pool);
+                    }
+                    if !counters.try_consume(entry.pool, &entry.device.consumes_counters) {
+                        let sets: Vec<&str> = entry
+                            .device
+                            .consumes_counters
+                            .iter()
+                            .map(|c| c.counter_set.as_str())
+                            .collect();
+                        return Err(Status::unschedulable(format!(
+                            "{}: counters of counter set {} are no longer available (changed since filter)",
+                            entry.device.name,
+                            sets.join(", ")
+                        )));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Unreserve: drops the in-flight allocation of `pod` (`namespace/name`) reserved on `node`
+    /// (empty = whichever node). Other pods' reservations are untouched.
+    ///
+    /// A pod without a reservation is a no-op that is reported as an `Error` status naming the pod;
+    /// so is a node other than the reserved one (the reservation is then kept).
+    pub fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
+        self.reservation(pod, node, "unreserve")?;
+        self.release(pod);
+        Ok(())
+    }
+
+    /// The reservation of `pod` on `node` (empty = any), or an error naming the pod.
+    fn reservation(&self, pod: &str, node: &str, what: &str) -> Result<&Reservation, Status> {
+        let r = self
+            .reservations
+            .get(pod)
+            .ok_or_else(|| Status::error(format!("pod {pod}: {what} called without a successful reserve")))?;
+        if !node.is_empty() && r.node != node {
+            return Err(Status::error(format!(
+                "pod {pod}: {what} on node {node}, but the pod was reserved on {}",
+                r.node
+            )));
+        }
+        Ok(r)
+    }
+
+    /// Drops a pod's reservation and its in-flight contributions.
+    fn release(&mut self, pod: &str) {
+        let Some(r) = self.reservations.remove(pod) else {
             return;
         };
-        debug_assert!(node.is_empty() || node == reserved_node);
-        for a in allocs {
+        for a in &r.allocations {
             if let Some(claim) = self.inflight.remove(&a.claim) {
                 self.contribute(&a.claim, &claim, false);
             }
-            self.known_values.retain(|(c, _), _| *c != a.claim);
+            self.known_values.retain(|((c, _), _), _| *c != a.claim);
+            // The stored object (updated by events meanwhile) contributes again.
+            if let Some(stored) = self.claims.get(&a.claim).cloned() {
+                self.contribute(&a.claim, &stored, true);
+            }
         }
     }
 
-    /// Bind (PreBind): records the reserved allocation in the claims' status and the pod's node.
-    pub fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        let cycle = self.cycle("bind")?;
-        let Some((reserved_node, allocs)) = &cycle.reserved else {
-            return Err(Status::error("bind called without a successful reserve"));
-        };
-        if reserved_node != node {
+    /// Bind (PreBind) for `pod` (`namespace/name`) on `node`: records its reserved allocation in
+    /// the claims' status and the pod's node. Works while another pod's cycle is in progress; a
+    /// pod without a reservation (or recreated since Reserve) gets an `Error` status naming it.
+    pub fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        if node.is_empty() {
+            return Err(Status::error(format!("pod {pod}: bind without a node name")));
+        }
+        let r = self.reservation(pod, node, "bind")?;
+        if let Some(p) = self.pods.get(pod)
+            && p.metadata.uid != r.uid
+        {
             return Err(Status::error(format!(
-                "bind on node {node}, but the pod was reserved on {reserved_node}"
+                "pod {pod}: recreated since reserve (uid {} was reserved, the pod is now uid {})",
+                r.uid, p.metadata.uid
             )));
         }
-        let allocs = allocs.clone();
-        let pod_key = cycle.pod.clone();
-        let generated: Vec<(String, String)> = cycle
-            .claims
-            .iter()
-            .filter(|c| c.generated_for.is_some())
-            .map(|c| (c.key.clone(), c.claim.metadata.name.clone()))
-            .collect();
-        let entries: Vec<String> = self
-            .pods
-            .get(&pod_key)
-            .map(|p| p.spec.resource_claims.iter().map(|e| e.name.clone()).collect())
-            .unwrap_or_default();
-        for a in &allocs {
-            if let Some(claim) = self.inflight.remove(&a.claim) {
-                // Moves from in-flight to stored: contributions stay the same.
+        for a in &r.allocations {
+            let generated = r.generated.iter().any(|name| object_key_name(&a.claim) == name);
+            if !generated && !self.claims.contains_key(&a.claim) {
+                return Err(Status::error(format!(
+                    "pod {pod}: resource claim {} was deleted since reserve",
+                    a.claim
+                )));
+            }
+        }
+        let r = self.reservations.remove(pod).expect("checked above");
+        for a in &r.allocations {
+            if let Some(mut claim) = self.inflight.remove(&a.claim) {
+                // Moves from in-flight to stored: contributions stay the same (the stored object
+                // did not contribute while the claim was in flight). Metadata events that
+                // arrived meanwhile are kept.
+                if let Some(stored) = self.claims.get(&a.claim) {
+                    claim.metadata = stored.metadata.clone();
+                }
+                if let Ok(v) = claim.metadata.resource_version.parse::<u64>() {
+                    self.bound_at.insert(a.claim.clone(), v);
+                }
                 self.claims.insert(a.claim.clone(), claim);
             }
         }
-        if let Some(pod) = self.pods.get_mut(&pod_key) {
-            pod.spec.node_name = node.to_string();
-            for (_, name) in &generated {
+        if let Some(p) = self.pods.get_mut(pod) {
+            p.spec.node_name = node.to_string();
+            let entries: Vec<String> = p.spec.resource_claims.iter().map(|e| e.name.clone()).collect();
+            for name in &r.generated {
                 if let Some(entry) = entries
                     .iter()
-                    .find(|e| format!("{}-{e}", pod.metadata.name) == *name)
-                    && !pod
-                        .status
-                        .resource_claim_statuses
-                        .iter()
-                        .any(|s| s.name == *entry)
+                    .find(|e| format!("{}-{e}", p.metadata.name) == *name)
+                    && !p.status.resource_claim_statuses.iter().any(|s| s.name == *entry)
                 {
-                    pod.status.resource_claim_statuses.push(PodResourceClaimStatus {
+                    p.status.resource_claim_statuses.push(PodResourceClaimStatus {
                         name: entry.clone(),
                         resource_claim_name: Some(name.clone()),
                     });
                 }
             }
         }
-        self.cycle = None;
-        Ok(allocs)
+        if self.cycle.as_ref().is_some_and(|c| c.pod == pod) {
+            self.cycle = None;
+        }
+        Ok(r.allocations)
     }
+}
+
+/// The name part of a `namespace/name` key.
+fn object_key_name(key: &str) -> &str {
+    key.rsplit_once('/').map_or(key, |(_, n)| n)
 }
 
 /// See [`Plugin::score`].
@@ -471,37 +609,110 @@ fn score_of(allocation: &[ClaimResult]) -> u32 {
     if n == 0 { 0 } else { sum * 100 / (2 * n) }
 }
 
-/// Evaluates every extractor against the claim's config objects, per request and subrequest.
-fn claim_affinity(cel: &CelCache, extractors: &Extractors, cc: &CycleClaim) -> Result<ClaimAffinity, String> {
+/// Which extractors apply to the devices a request could select, per (class, request selectors):
+/// only those are evaluated at PreFilter.
+struct Candidates<'a> {
+    cel: &'a CelCache,
+    index: &'a Index,
+    extractors: &'a Extractors,
+    classes: &'a HashMap<String, DeviceClass>,
+    /// Kept in the slice-derived state across pods; cleared when a DeviceClass changes.
+    cache: &'a CandidateCache,
+}
+
+/// [`Candidates::extractors_for`] results per (class, request selectors).
+pub(super) type CandidateCache = std::cell::RefCell<HashMap<(String, Vec<String>), Rc<BTreeSet<ExtId>>>>;
+
+impl Candidates<'_> {
+    /// The extractors that apply to some device of an affinity pool passing the class and request
+    /// selectors (on any node). A selector that fails on a device counts as a match: Filter
+    /// reports that error, and the extractor is evaluated to be safe.
+    fn extractors_for(&mut self, class: &str, selectors: &[DeviceSelector]) -> Rc<BTreeSet<ExtId>> {
+        let exprs: Vec<String> = selectors.iter().map(|s| s.cel.expression.clone()).collect();
+        let key = (class.to_string(), exprs);
+        if let Some(ids) = self.cache.borrow().get(&key) {
+            return ids.clone();
+        }
+        let mut all: Vec<&str> = Vec::new();
+        if let Some(c) = self.classes.get(class) {
+            all.extend(c.spec.selectors.iter().map(|s| s.cel.expression.as_str()));
+        }
+        all.extend(key.1.iter().map(String::as_str));
+        let mut out = BTreeSet::new();
+        for (pi, pool) in self.index.pools.iter().enumerate() {
+            let Ok(pool_ids) = &self.extractors.per_pool[pi] else {
+                continue;
+            };
+            if pool_ids.is_empty() || pool_ids.iter().all(|id| out.contains(id)) {
+                continue;
+            }
+            for s in &pool.slices {
+                for &d in &s.devices {
+                    let entry = self.index.device(d);
+                    let selected = entry.cel(&pool.driver).map_or(true, |dev| {
+                        all.iter().all(|expr| {
+                            self.cel
+                                .selector(expr)
+                                .map_or(true, |sel| sel.matches(dev).unwrap_or(true))
+                        })
+                    });
+                    if selected && let Ok(ids) = self.extractors.applicable(self.index, self.cel, d) {
+                        out.extend(ids.iter().copied());
+                    }
+                }
+            }
+        }
+        let out = Rc::new(out);
+        self.cache.borrow_mut().insert(key, out.clone());
+        out
+    }
+}
+
+/// Evaluates the extractors that apply to the request's candidate devices against the claim's
+/// config objects, per request and subrequest. A conflict (two values for one key) is
+/// `UnschedulableAndUnresolvable` only among those.
+fn claim_affinity(candidates: &mut Candidates<'_>, cc: &CycleClaim) -> Result<ClaimAffinity, String> {
+    let (cel, extractors) = (candidates.cel, candidates.extractors);
     if extractors.is_empty() {
         return Ok(Vec::new());
     }
     let objects = affinity::claim_objects(&cc.claim);
     let mut out = Vec::new();
     for r in &cc.claim.spec.devices.requests {
-        let subs: Vec<Option<&str>> = if r.exactly.is_some() {
-            vec![None]
-        } else {
-            r.first_available.iter().map(|s| Some(s.name.as_str())).collect()
+        let subs: Vec<(Option<&str>, &str, &[DeviceSelector])> = match &r.exactly {
+            Some(e) => vec![(None, e.device_class_name.as_str(), e.selectors.as_slice())],
+            None => r
+                .first_available
+                .iter()
+                .map(|s| {
+                    (
+                        Some(s.name.as_str()),
+                        s.device_class_name.as_str(),
+                        s.selectors.as_slice(),
+                    )
+                })
+                .collect(),
         };
         let mut per_req = Vec::with_capacity(subs.len());
-        for sub in subs {
-            let mut m: HashMap<ExtId, Outcome> = HashMap::new();
-            // Pools of one driver usually publish the same extractor: evaluate each distinct key
-            // set once per request.
-            let mut seen: HashMap<&BTreeMap<String, String>, Outcome> = HashMap::new();
-            for (id, ex) in extractors.list.iter().enumerate() {
-                let outcome = match seen.get(&ex.keys) {
-                    Some(o) => o.clone(),
-                    None => {
-                        let o = affinity::extract(cel, ex, &objects, &r.name, sub, &cc.key)?;
-                        seen.insert(&ex.keys, o.clone());
-                        o
-                    }
-                };
-                m.insert(id, outcome);
+        for (sub, class, selectors) in subs {
+            let ids = candidates.extractors_for(class, selectors);
+            // One outcome per key set (see `Extractors::group`), from the first candidate
+            // extractor declaring it: no per-pool map, however many pools publish the extractor.
+            let mut outcomes: Vec<Option<Outcome>> = vec![None; extractors.groups.len()];
+            for &id in ids.iter() {
+                let slot = &mut outcomes[extractors.group[id]];
+                if slot.is_none() {
+                    *slot = Some(affinity::extract(
+                        cel,
+                        &extractors.list[id],
+                        &objects,
+                        &r.name,
+                        sub,
+                        &cc.key,
+                    )?);
+                }
             }
-            per_req.push(m);
+            per_req.push(outcomes);
         }
         out.push(per_req);
     }

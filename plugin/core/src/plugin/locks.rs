@@ -44,18 +44,20 @@ impl Locks<'_> {
             .iter()
             .flat_map(|&id| d.extractors.list[id].keys.keys())
             .collect();
+        let fingerprint = affinity::fingerprint(&d.extractors, ids);
         let mut derived: Vec<Option<Values>> = Vec::with_capacity(holders.len());
-        for (claim_key, h) in holders {
-            // Values fixed by our Reserve are used as long as the extractors still declare the
-            // same keys; after an extractor change they are re-derived from the claim's config,
-            // and a claim that no longer yields every key makes the device unreconstructable.
+        for ((claim_key, request), h) in holders {
+            // Values fixed by our Reserve are a cache, used while the applicable extractors have
+            // the same content; after any extractor change (a new expression or selector, even
+            // with the same key names) they are re-derived from the claim's config, and a claim
+            // that no longer yields every key makes the device unreconstructable.
             let v = match &h.values {
-                Some(v) if v.keys().collect::<BTreeSet<_>>() == keys => Some(v.clone()),
+                Some((f, v)) if *f == fingerprint => Some(v.clone()),
                 _ => p
                     .claims
                     .get(claim_key)
                     .or_else(|| p.inflight.get(claim_key))
-                    .and_then(|c| derive_values(&p.cel, &d.extractors, ids, c, claim_key, &h.request))
+                    .and_then(|c| derive_values(&p.cel, &d.extractors, ids, c, claim_key, request))
                     .filter(|v| v.keys().collect::<BTreeSet<_>>() == keys),
             };
             derived.push(v);

@@ -6,6 +6,10 @@
 //! node, [`Plugin::reserve`] on the chosen node, and [`Plugin::bind`] (what PreBind writing
 //! `status.allocation` does) or [`Plugin::unreserve`].
 //!
+//! As in kube-scheduler, pod A's binding cycle (Bind or Unreserve) may run while pod B's
+//! scheduling cycle (PreFilter..Reserve) is in progress: reservations are kept per pod, apart from
+//! the current cycle, and Bind and Unreserve name the pod they are for.
+//!
 //! State derived from objects is maintained as follows:
 //! - allocated devices, shared allocations and consumed capacity are updated per claim event
 //!   (the old contribution is removed, the new one added);
@@ -18,7 +22,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::affinity::{Config, Extractors, LockState, Values};
-use crate::allocator::{AllocatedState, ClaimAffinity, ClaimResult, LockSource};
+use crate::allocator::{AllocatedState, ClaimAffinity, ClaimResult, LockSource, SelectorCache};
 use crate::cel::CelCache;
 use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
@@ -54,19 +58,29 @@ pub struct ClaimAllocation {
     pub allocation: AllocationResult,
 }
 
-/// A claim that holds a shared device, with the affinity values it locks it to when known
-/// without CEL (set by Reserve from Filter's computation).
+/// One (claim, request) holding a shared device, with the affinity values it locks it to when
+/// known without CEL (set by Reserve from Filter's computation). The values are only a cache:
+/// they are used while the extractors that apply to the device have the same content
+/// ([`crate::affinity::fingerprint`]), and re-derived from the claim's config otherwise.
 #[derive(Clone, Debug)]
 struct Holder {
-    request: String,
-    values: Option<Values>,
+    values: Option<(u64, Values)>,
 }
+
+/// A lock holder: claim `namespace/name` and request name (`req` or `req/sub`). Locks are
+/// derived per (claim, request), never per claim: two requests of one claim on one device are
+/// two holders.
+type HolderKey = (String, String);
 
 /// Slice-derived state, rebuilt when slices or the configuration change.
 struct Derived {
     index: Index,
     extractors: Extractors,
     node_pools: RefCell<HashMap<String, Result<Vec<NodePool>, String>>>,
+    /// Selector results per device, kept across nodes, pods and cycles until slices change.
+    selector_cache: SelectorCache,
+    /// PreFilter's candidate extractors per (class, selectors); cleared on DeviceClass events.
+    candidates: cycle::CandidateCache,
 }
 
 /// One claim of the pod in the current cycle.
@@ -93,7 +107,19 @@ struct Cycle {
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
     nodes: HashMap<String, NodeResult>,
-    reserved: Option<(String, Vec<ClaimAllocation>)>,
+}
+
+/// A pod's in-flight reservation: made by Reserve, ended by Bind or Unreserve. Kept per pod,
+/// apart from the current cycle, so that the next pod's cycle never disturbs it.
+#[derive(Clone, Debug)]
+struct Reservation {
+    /// The pod's UID at Reserve (empty when the pod has none): a recreated pod with the same
+    /// name is not the reserved one.
+    uid: String,
+    node: String,
+    allocations: Vec<ClaimAllocation>,
+    /// Names of the claims generated from templates for this pod (created on bind).
+    generated: Vec<String>,
 }
 
 /// Plugin state: the cluster's DRA objects, indexed, plus the current scheduling cycle.
@@ -113,11 +139,20 @@ pub struct Plugin {
     slices_dirty: bool,
     changed_pools: HashSet<(String, String)>,
     allocated: AllocatedState,
-    holders: HashMap<DeviceKey, BTreeMap<String, Holder>>,
-    /// Affinity values fixed by our own Reserve, per (claim, device): no second CEL pass.
-    known_values: HashMap<(String, DeviceKey), Values>,
+    holders: HashMap<DeviceKey, BTreeMap<HolderKey, Holder>>,
+    /// Affinity values fixed by our own Reserve, per (claim, request, device), with the
+    /// fingerprint of the extractors that derived them: no second CEL pass while they stay.
+    known_values: HashMap<(HolderKey, DeviceKey), (u64, Values)>,
     locks: RefCell<HashMap<DeviceKey, LockState>>,
     cycle: Option<Cycle>,
+    /// In-flight reservations by pod key (`namespace/name`).
+    reservations: BTreeMap<String, Reservation>,
+    /// Claims our Bind allocated, with the `resourceVersion` the allocation was recorded on:
+    /// events up to that version predate the Bind.
+    bound_at: HashMap<String, u64>,
+    /// Warnings not yet taken ([`Plugin::take_warnings`]), and every warning given (each once).
+    warnings: Vec<String>,
+    warned: HashSet<String>,
 }
 
 impl Plugin {
@@ -141,6 +176,10 @@ impl Plugin {
             known_values: HashMap::new(),
             locks: RefCell::new(HashMap::new()),
             cycle: None,
+            reservations: BTreeMap::new(),
+            bound_at: HashMap::new(),
+            warnings: Vec::new(),
+            warned: HashSet::new(),
         })
     }
 
@@ -192,6 +231,7 @@ impl Plugin {
             }
             Object::DeviceClass(c) => {
                 self.classes.insert(key, *c);
+                self.classes_changed();
             }
             Object::ResourceSlice(s) => {
                 self.changed_pools
@@ -205,9 +245,16 @@ impl Plugin {
                 self.templates.insert(key, *t);
             }
             Object::ResourceClaim(c) => {
-                if let Some(old) = self.inflight.remove(&key) {
-                    self.contribute(&key, &old, false);
+                if self.inflight.contains_key(&key) {
+                    // In flight (reserved, not yet bound): the event updates the stored object
+                    // only. The in-flight copy alone contributes until Bind or Unreserve.
+                    self.claims.insert(key, *c);
+                    return;
                 }
+                if self.is_stale(&key, &c) {
+                    return;
+                }
+                self.bound_at.remove(&key);
                 if let Some(old) = self.claims.remove(&key) {
                     self.contribute(&key, &old, false);
                 }
@@ -248,6 +295,7 @@ impl Plugin {
             }
             "DeviceClass" => {
                 self.classes.remove(&key);
+                self.classes_changed();
             }
             "ResourceSlice" => {
                 if let Some(old) = self.slices.remove(&key) {
@@ -259,17 +307,45 @@ impl Plugin {
                 self.templates.remove(&key);
             }
             "ResourceClaim" => {
-                if let Some(old) = self.claims.remove(&key) {
+                // An in-flight claim keeps its in-flight allocation until Bind (which then fails:
+                // the claim is gone) or Unreserve; only the stored object goes.
+                let inflight = self.inflight.contains_key(&key);
+                if let Some(old) = self.claims.remove(&key)
+                    && !inflight
+                {
                     self.contribute(&key, &old, false);
                 }
-                if let Some(old) = self.inflight.remove(&key) {
-                    self.contribute(&key, &old, false);
+                self.bound_at.remove(&key);
+                if !inflight {
+                    self.known_values.retain(|((c, _), _), _| *c != key);
                 }
-                self.known_values.retain(|(c, _), _| *c != key);
             }
             _ => {}
         }
         Ok(())
+    }
+
+    /// Whether a claim event is older than what is stored: its `resourceVersion` is lower than the
+    /// stored one's, or not higher than the version our Bind recorded the allocation on (an event
+    /// emitted before the Bind must not clear its lock). Versions that are not integers (as
+    /// Kubernetes allows) are not compared.
+    fn is_stale(&self, key: &str, event: &ResourceClaim) -> bool {
+        let Ok(new) = event.metadata.resource_version.parse::<u64>() else {
+            return false;
+        };
+        let stored = self
+            .claims
+            .get(key)
+            .and_then(|c| c.metadata.resource_version.parse::<u64>().ok());
+        let bound = self.bound_at.get(key).copied();
+        stored.is_some_and(|s| new < s) || bound.is_some_and(|b| new <= b)
+    }
+
+    /// Drops what PreFilter derived from DeviceClasses.
+    fn classes_changed(&mut self) {
+        if let Some(d) = &self.derived {
+            d.candidates.borrow_mut().clear();
+        }
     }
 
     /// Adds (or removes) a claim's allocation to the allocated state and the device holders.
@@ -303,17 +379,12 @@ impl Plugin {
                     }
                 }
                 let holders = self.holders.entry(dk.clone()).or_default();
+                let hk = (key.to_string(), r.request.clone());
                 if add {
-                    let values = self.known_values.get(&(key.to_string(), dk.clone())).cloned();
-                    holders.insert(
-                        key.to_string(),
-                        Holder {
-                            request: r.request.clone(),
-                            values,
-                        },
-                    );
+                    let values = self.known_values.get(&(hk.clone(), dk.clone())).cloned();
+                    holders.insert(hk, Holder { values });
                 } else {
-                    holders.remove(key);
+                    holders.remove(&hk);
                 }
                 if holders.is_empty() {
                     self.holders.remove(&dk);
@@ -337,12 +408,17 @@ impl Plugin {
                 &self.changed_pools,
             );
             let extractors = Extractors::build(&index, &self.config, &self.cel);
+            for w in &extractors.warnings {
+                if self.warned.insert(w.clone()) {
+                    self.warnings.push(w.clone());
+                }
+            }
             self.locks.borrow_mut().clear();
             self.changed_pools.clear();
             self.slices_dirty = false;
             if previous.is_some()
                 && let Some(c) = &mut self.cycle
-                && c.reserved.is_none()
+                && !self.reservations.contains_key(&c.pod)
             {
                 c.status =
                     Status::error("ResourceSlices changed during the scheduling cycle; run PreFilter again");
@@ -352,6 +428,8 @@ impl Plugin {
                 index,
                 extractors,
                 node_pools: RefCell::new(HashMap::new()),
+                selector_cache: SelectorCache::default(),
+                candidates: Default::default(),
             });
         }
         self.derived.as_ref().expect("derived state was just built")
@@ -382,6 +460,18 @@ impl Plugin {
     /// A claim as currently stored (allocated claims include our bound allocations).
     pub fn claim(&self, key: &str) -> Option<&ResourceClaim> {
         self.claims.get(key)
+    }
+
+    /// Warnings about the cluster's sharing-affinity set-up since the last call (each given once),
+    /// for the plugin log: for example configuration extractors ignored for a pool whose driver
+    /// publishes its own.
+    pub fn take_warnings(&mut self) -> Vec<String> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// The node a pod is reserved on (Reserve done, Bind or Unreserve not yet).
+    pub fn reserved_node(&self, pod: &str) -> Option<&str> {
+        self.reservations.get(pod).map(|r| r.node.as_str())
     }
 
     /// A pod as currently stored.

@@ -32,10 +32,16 @@ pub trait Backend: Sized {
     fn score(&mut self, node: &str) -> Result<u32, Status>;
     /// Reserve on the chosen node.
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
-    /// Unreserve.
-    fn unreserve(&mut self, node: &str);
-    /// Bind (PreBind).
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// Whether the pod `namespace/name` holds a reservation.
+    fn is_reserved(&self, pod: &str) -> bool;
+    /// Unreserve for the pod `namespace/name`.
+    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status>;
+    /// Bind (PreBind) for the pod `namespace/name`.
+    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// Warnings for the plugin log since the last call.
+    fn take_warnings(&mut self) -> Vec<String> {
+        Vec::new()
+    }
 }
 
 impl Backend for Plugin {
@@ -57,11 +63,17 @@ impl Backend for Plugin {
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::reserve(self, node)
     }
-    fn unreserve(&mut self, node: &str) {
-        Plugin::unreserve(self, node)
+    fn is_reserved(&self, pod: &str) -> bool {
+        Plugin::reserved_node(self, pod).is_some()
     }
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        Plugin::bind(self, node)
+    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
+        Plugin::unreserve(self, pod, node)
+    }
+    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        Plugin::bind(self, pod, node)
+    }
+    fn take_warnings(&mut self) -> Vec<String> {
+        Plugin::take_warnings(self)
     }
 }
 
@@ -112,8 +124,12 @@ pub fn write_error(code: i32) -> &'static str {
 /// Logs an error through `k8s.io/klog` `logs` (with key/value pairs, so upstream's inverted
 /// `log` check does not drop it).
 pub fn log_error(message: &str, kvs: &[(&str, &str)]) {
-    const ERROR: i32 = 2;
-    if imports::klog_severity() > ERROR {
+    log_at(2, message, kvs);
+}
+
+/// Logs at klog severity `severity` (1 = warning, 2 = error), as [`log_error`] does.
+fn log_at(severity: i32, message: &str, kvs: &[(&str, &str)]) {
+    if imports::klog_severity() > severity {
         return;
     }
     let mut packed = Vec::new();
@@ -123,7 +139,7 @@ pub fn log_error(message: &str, kvs: &[(&str, &str)]) {
             packed.push(0);
         }
     }
-    imports::klog_logs(ERROR, message, &packed);
+    imports::klog_logs(severity, message, &packed);
 }
 
 /// The guest's state: the core plugin, the feed cursor and the read buffer.
@@ -195,20 +211,25 @@ impl<B: Backend> GuestState<B> {
         String::from_utf8(bytes.to_vec()).map_err(|e| format!("currentNodeName: not UTF-8: {e}"))
     }
 
+    /// The pod of the current call (`currentPod`) as an object.
+    fn current_pod(&mut self) -> Result<Object, String> {
+        let bytes = self
+            .buf
+            .read("currentPod", imports::current_pod)
+            .map_err(|e| e.to_string())?;
+        let pod = proto::Pod::decode(bytes).map_err(|e| format!("currentPod: invalid protobuf: {e}"))?;
+        Ok(Object::Pod(Box::new(proto::pod_from_proto(pod))))
+    }
+
     /// PreFilter: sync, apply the pod, start the cycle.
     pub fn prefilter(&mut self) -> Reply {
         if let Err(e) = self.sync() {
             return Reply::error(e);
         }
-        let bytes = match self.buf.read("currentPod", imports::current_pod) {
-            Ok(b) => b,
-            Err(e) => return Reply::error(e.to_string()),
+        let object = match self.current_pod() {
+            Ok(o) => o,
+            Err(e) => return Reply::error(e),
         };
-        let pod = match proto::Pod::decode(bytes) {
-            Ok(p) => proto::pod_from_proto(p),
-            Err(e) => return Reply::error(format!("currentPod: invalid protobuf: {e}")),
-        };
-        let object = Object::Pod(Box::new(pod));
         let key = object.key();
         if let Err(e) = self
             .backend
@@ -216,7 +237,11 @@ impl<B: Backend> GuestState<B> {
         {
             return Reply::error(format!("currentPod {key}: {e}"));
         }
-        self.backend.prefilter(&key).into()
+        let status = self.backend.prefilter(&key);
+        for w in self.backend.take_warnings() {
+            log_at(1, "sharing-affinity: warning", &[("warning", &w)]);
+        }
+        status.into()
     }
 
     /// Filter for `currentNodeName`.
@@ -250,21 +275,37 @@ impl<B: Backend> GuestState<B> {
         }
     }
 
-    /// Unreserve.
+    /// Unreserve for `currentPod` (its binding cycle may overlap the next pod's scheduling
+    /// cycle). The ABI's unreserve returns nothing, so a failure is logged. The scheduler also
+    /// calls it after a failed Reserve, when the pod holds no reservation: nothing to do then.
     pub fn unreserve(&mut self) {
-        match self.node_name() {
-            Ok(node) => self.backend.unreserve(&node),
+        let target = self
+            .current_pod()
+            .and_then(|pod| Ok((pod.key(), self.node_name()?)));
+        match target {
+            Ok((pod, _)) if !self.backend.is_reserved(&pod) => {}
+            Ok((pod, node)) => {
+                if let Err(status) = self.backend.unreserve(&pod, &node) {
+                    log_error(
+                        "sharing-affinity: unreserve",
+                        &[("pod", &pod), ("error", &status.reason)],
+                    );
+                }
+            }
             Err(e) => log_error("sharing-affinity: unreserve", &[("error", &e)]),
         }
     }
 
     /// PreBind: commits the reservation and writes each claim's allocation to the host.
     pub fn prebind(&mut self) -> Reply {
-        let node = match self.node_name() {
-            Ok(n) => n,
+        let target = self
+            .current_pod()
+            .and_then(|pod| Ok((pod.key(), self.node_name()?)));
+        let (pod, node) = match target {
+            Ok(t) => t,
             Err(e) => return Reply::error(e),
         };
-        match self.backend.bind(&node) {
+        match self.backend.bind(&pod, &node) {
             Ok(allocations) => self.write_back(&allocations, false),
             Err(status) => status.into(),
         }

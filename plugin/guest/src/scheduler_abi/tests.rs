@@ -75,10 +75,14 @@ impl Backend for Fake {
             allocation: allocation("x"),
         }])
     }
-    fn unreserve(&mut self, node: &str) {
-        self.calls.push(format!("unreserve {node}"));
+    fn is_reserved(&self, _pod: &str) -> bool {
+        true
     }
-    fn bind(&mut self, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
+        self.calls.push(format!("unreserve {pod} {node}"));
+        Ok(())
+    }
+    fn bind(&mut self, _pod: &str, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Ok(vec![ClaimAllocation {
             claim: "ns/c".into(),
             allocation: allocation("x"),
@@ -285,6 +289,7 @@ fn filter_and_score_use_the_current_node() {
 fn reserve_and_prebind_hand_allocations_to_the_host() {
     reset("");
     with_host(|h| h.node = "n1".into());
+    set_pod(r#"{"metadata":{"name":"p","namespace":"ns"}}"#);
     let mut s = GuestState::<Fake>::start().unwrap();
     assert_eq!(s.reserve().code, 0);
     assert_eq!(s.prebind().code, 0);
@@ -295,7 +300,10 @@ fn reserve_and_prebind_hand_allocations_to_the_host() {
     let back: AllocationResult = serde_json::from_str(&written[0].1).unwrap();
     assert_eq!(back, allocation("x"), "the JSON is the allocation");
     s.unreserve();
-    assert_eq!(s.backend().calls.last().map(String::as_str), Some("unreserve n1"));
+    assert_eq!(
+        s.backend().calls.last().map(String::as_str),
+        Some("unreserve ns/p n1")
+    );
 }
 
 #[test]

@@ -1,0 +1,73 @@
+//! The sharing-affinity gate: the values a request wants on a device and the lock it meets.
+
+use super::{Allocator, ReqData};
+use crate::affinity::{self, LockState, Outcome, Rejection, Values};
+use crate::index::DevIdx;
+
+impl<'a> Allocator<'a> {
+    /// The affinity values the request wants on the device: `Ok(None)` when no extractor applies
+    /// (or the device is not shared), `Err` when the device is not viable.
+    pub(super) fn wanted(&self, rd: &ReqData<'_>, d: DevIdx) -> Result<Option<Values>, Rejection> {
+        // Admin access bypasses sharing affinity: no gating, no lock check, and no lock is set,
+        // joined or held (its results do not count as holders either).
+        if rd.admin {
+            return Ok(None);
+        }
+        let index = self.input.index;
+        let entry = index.device(d);
+        if !entry.allow_multiple || !self.input.extractors.pool_has_affinity(index, d) {
+            return Ok(None);
+        }
+        let ids = self
+            .input
+            .extractors
+            .applicable(index, self.input.cel, d)
+            .map_err(Rejection::Device)?;
+        if ids.is_empty() {
+            return Ok(None);
+        }
+        let missing = Outcome::Missing(String::new());
+        let outcomes: Vec<&Outcome> = ids
+            .iter()
+            .map(|&id| {
+                rd.affinity
+                    .get(self.input.extractors.group[id])
+                    .and_then(Option::as_ref)
+                    .unwrap_or(&missing)
+            })
+            .collect();
+        if outcomes
+            .iter()
+            .any(|o| matches!(o, Outcome::Missing(k) if k.is_empty()))
+        {
+            // The extractor was not evaluated for this claim at PreFilter: an internal error.
+            return Err(Rejection::Extraction(
+                "extractor outcome missing for request".into(),
+            ));
+        }
+        affinity::wanted(&outcomes).map(Some)
+    }
+
+    /// Whether affinity admits the request on the device before this call's tentative locks
+    /// (`All` mode fixes its device set with this).
+    pub(super) fn persistently_viable(&self, rd: &ReqData<'_>, d: DevIdx) -> bool {
+        match self.wanted(rd, d) {
+            Ok(None) => true,
+            Ok(Some(w)) => self.input.locks.lock(d).admits(&w).is_ok(),
+            Err(_) => false,
+        }
+    }
+
+    /// The device's lock as this call sees it: tentative in-call lock first, then persistent.
+    pub(super) fn current_lock(&self, d: DevIdx) -> LockState {
+        match self.allocating_affinity.get(&d) {
+            Some((v, _)) => LockState::Locked(v.clone()),
+            None => self.input.locks.lock(d),
+        }
+    }
+
+    /// Records why a device was rejected; the text is built only if the call fails.
+    pub(super) fn note(&mut self, d: DevIdx, why: Rejection) {
+        self.notes.push((d, why));
+    }
+}

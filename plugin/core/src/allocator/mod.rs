@@ -1,0 +1,250 @@
+//! The structured allocator: for one node, all pending claims of one pod.
+//!
+//! A backtracking search over claims → requests → (subrequests) → devices in upstream's
+//! deterministic order (pools by driver/pool name, slices by name, devices in slice order), with
+//! the checks of the incubating allocator in the same order: in use, selectors, capacity,
+//! counters, taints, constraints. Sharing affinity is checked next to capacity. Every tentative
+//! change (dedicated devices, consumed capacity, counters, constraint values, affinity locks) is
+//! undone when a branch fails.
+//!
+//! `Ok(None)` means "does not fit on this node"; `Err` is bad input that aborts the attempt (a
+//! CEL error, a missing class, a constraint that `All` mode cannot satisfy...).
+
+mod gate;
+mod order;
+mod result;
+mod search;
+mod setup;
+mod undo;
+
+pub use result::share_id_for;
+pub use search::init_pool_counters;
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::FxHashMap;
+
+use crate::affinity::{self, Extractors, LockState, Outcome, Values};
+use crate::cel::CelCache;
+use crate::constraints::{Constraint, Lookup};
+use crate::counters::CounterState;
+use crate::index::{DevIdx, DeviceKey, Index, NodePool};
+use crate::model::{AllocationResult, DeviceClass, DeviceToleration, Node, ResourceClaim};
+use crate::quantity::Quantity;
+
+/// Upstream `AllocationResultsMaxSize`: at most 32 devices per claim.
+pub const MAX_RESULTS_PER_CLAIM: usize = 32;
+
+/// State of devices already allocated (or in flight) outside this call.
+#[derive(Clone, Debug, Default)]
+pub struct AllocatedState {
+    /// Devices allocated without a share ID, with the number of claims holding them.
+    pub dedicated: HashMap<DeviceKey, usize>,
+    /// Number of shared allocations per device.
+    pub shared: HashMap<DeviceKey, usize>,
+    /// Capacity consumed per device by shared allocations.
+    pub capacity: HashMap<DeviceKey, BTreeMap<String, Quantity>>,
+}
+
+impl AllocatedState {
+    /// Upstream `IsDeviceAllocated`: dedicated, shared, or with consumed capacity.
+    pub fn is_allocated(&self, key: &DeviceKey) -> bool {
+        self.dedicated.contains_key(key) || self.shared.contains_key(key) || self.capacity.contains_key(key)
+    }
+}
+
+/// Where the allocator gets persistent lock states from.
+pub trait LockSource {
+    /// The lock state of a device (affinity pools only).
+    fn lock(&self, dev: DevIdx) -> LockState;
+}
+
+/// Sharing-affinity outcomes of one claim: per request, per subrequest (or one entry when the
+/// request has none), per extractor key-set group ([`Extractors::group`]); `None` for a group
+/// no candidate device of the request has.
+pub type ClaimAffinity = Vec<Vec<Vec<Option<Outcome>>>>;
+
+/// One claim to allocate.
+pub struct ClaimInput<'a> {
+    /// `namespace/name`.
+    pub key: &'a str,
+    /// The claim.
+    pub claim: &'a ResourceClaim,
+    /// Affinity outcomes computed at PreFilter.
+    pub affinity: &'a ClaimAffinity,
+}
+
+/// Everything an allocation call reads.
+pub struct Input<'a> {
+    /// Slices, indexed.
+    pub index: &'a Index,
+    /// Extractors.
+    pub extractors: &'a Extractors,
+    /// CEL cache.
+    pub cel: &'a CelCache,
+    /// DeviceClasses by name.
+    pub classes: &'a HashMap<String, DeviceClass>,
+    /// Allocated state.
+    pub allocated: &'a AllocatedState,
+    /// Persistent locks.
+    pub locks: &'a dyn LockSource,
+    /// The node.
+    pub node: &'a Node,
+    /// The node's pools.
+    pub pools: &'a [NodePool],
+    /// The claims, in order.
+    pub claims: &'a [ClaimInput<'a>],
+    /// Try devices already locked to the wanted values first (consolidation).
+    pub consolidate: bool,
+    /// Selector results per (device, selector id), shared by calls until slices change.
+    pub selector_cache: &'a SelectorCache,
+}
+
+/// Selector results per (device, [`crate::cel::Selector::id`]).
+pub type SelectorCache = std::cell::RefCell<crate::FxHashMap<(DevIdx, u32), bool>>;
+
+/// One allocated device with what Reserve and Score need beyond the API result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeviceChoice {
+    /// Device index.
+    pub dev: DevIdx,
+    /// Affinity values the request locks the device to (shared devices in affinity pools).
+    pub affinity: Option<Values>,
+    /// The device was already locked to compatible values before this call.
+    pub joined_lock: bool,
+    /// A shared allocation of a multi-allocatable device: it gets a share ID at Reserve.
+    pub shared: bool,
+}
+
+/// The allocation of one claim.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimResult {
+    /// What PreBind writes to `status.allocation`.
+    pub allocation: AllocationResult,
+    /// Per result (same order): the device and its affinity.
+    pub choices: Vec<DeviceChoice>,
+}
+
+/// The outcome of an allocation call.
+#[derive(Clone, Debug, PartialEq)]
+pub enum AllocOutcome {
+    /// All claims allocated.
+    Allocated(Vec<ClaimResult>),
+    /// Does not fit; the notes say why (affinity rejections first).
+    Unfit(Vec<String>),
+}
+
+/// Allocates all claims on the node. See the module docs.
+pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
+    let mut a = Allocator::new(input)?;
+    let done = match a.allocate_one(Pos::default(), false, 0) {
+        Ok(done) => done,
+        Err(Stop::MaxSize) => false,
+        Err(Stop::Fatal(e)) => return Err(e),
+    };
+    if !done {
+        for np in input.pools {
+            if let Some(reason) = &input.index.pools[np.pool].invalid {
+                return Err(format!(
+                    "invalid resource pool {}: {reason}",
+                    input.index.pools[np.pool].id()
+                ));
+            }
+        }
+        let notes: std::collections::BTreeSet<String> = a
+            .notes
+            .iter()
+            .map(|(d, why)| format!("{}: {why}", input.index.device(*d).device.name))
+            .collect();
+        let notes: Vec<String> = notes.into_iter().take(8).collect();
+        return Ok(AllocOutcome::Unfit(notes));
+    }
+    Ok(AllocOutcome::Allocated(a.build_results()?))
+}
+
+#[derive(Clone, Copy, Debug, Default)]
+struct Pos {
+    claim: usize,
+    request: usize,
+    sub: usize,
+    device: usize,
+}
+
+enum Stop {
+    MaxSize,
+    Fatal(String),
+}
+
+impl From<String> for Stop {
+    fn from(e: String) -> Self {
+        Stop::Fatal(e)
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    Exact(usize),
+    All,
+}
+
+struct ReqData<'a> {
+    request: &'a str,
+    sub: Option<&'a str>,
+    class: &'a DeviceClass,
+    /// Class selectors then request selectors: (from the class, expression, compiled).
+    selectors: Vec<(
+        bool,
+        &'a str,
+        Result<std::sync::Arc<crate::cel::Selector>, crate::cel::CelError>,
+    )>,
+    mode: Mode,
+    admin: bool,
+    tolerations: &'a [DeviceToleration],
+    capacity: Option<&'a BTreeMap<String, Quantity>>,
+    all_devices: Vec<DevIdx>,
+    num_devices: usize,
+    affinity: &'a [Option<Outcome>],
+}
+
+impl ReqData<'_> {
+    fn full_name(&self) -> String {
+        affinity::full_name(self.request, self.sub)
+    }
+}
+
+struct Chosen {
+    /// (request, subrequest) position of the request that chose the device.
+    req: (usize, usize),
+    dev: DevIdx,
+    admin: bool,
+    shared: bool,
+    consumed: Option<BTreeMap<String, Quantity>>,
+    affinity: Option<Values>,
+    joined_lock: bool,
+}
+
+struct Allocator<'a> {
+    input: &'a Input<'a>,
+    /// Candidate devices of the node in first-fit order (valid, complete pools only).
+    cands: Vec<DevIdx>,
+    /// Per claim, per request, per subrequest (or one).
+    reqs: Vec<Vec<Vec<ReqData<'a>>>>,
+    selected_sub: FxHashMap<(usize, usize), usize>,
+    constraints: Vec<Vec<Constraint>>,
+    results: Vec<Vec<Chosen>>,
+    allocating_devices: FxHashMap<DevIdx, Vec<usize>>,
+    allocating_capacity: FxHashMap<DevIdx, BTreeMap<String, Quantity>>,
+    allocating_affinity: FxHashMap<DevIdx, (Values, usize)>,
+    counters: CounterState,
+    order: FxHashMap<(usize, usize, usize), std::rc::Rc<[DevIdx]>>,
+    /// Rejected devices and why, formatted only when the call fails.
+    notes: Vec<(DevIdx, affinity::Rejection)>,
+}
+
+fn lookup<'e>(entry: &'e crate::index::DeviceEntry, driver: &str, attr: &str) -> Lookup<'e> {
+    match entry.lookup_attribute(driver, attr) {
+        Some(Ok(v)) => Lookup::Value(v),
+        Some(Err(())) => Lookup::Invalid,
+        None => Lookup::Missing,
+    }
+}

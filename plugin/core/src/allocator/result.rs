@@ -1,0 +1,227 @@
+//! Building the API results of a successful call: device results, configs, node selector,
+//! and share IDs.
+
+use std::collections::HashMap;
+
+use super::{Allocator, Chosen, ClaimResult, DeviceChoice};
+use crate::index::{DeviceKey, Index};
+use crate::model::{
+    AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
+    NodeSelector, NodeSelectorRequirement, NodeSelectorTerm, ResourceClaim,
+};
+use crate::node_selector;
+
+impl<'a> Allocator<'a> {
+    pub(super) fn build_results(&self) -> Result<Vec<ClaimResult>, String> {
+        let index = self.input.index;
+        let mut out = Vec::with_capacity(self.results.len());
+        for (ci, chosen) in self.results.iter().enumerate() {
+            let claim = self.input.claims[ci].claim;
+            let mut results = Vec::with_capacity(chosen.len());
+            let mut choices = Vec::with_capacity(chosen.len());
+            for ch in chosen {
+                let entry = index.device(ch.dev);
+                let pool = &index.pools[entry.pool];
+                let rd = &self.reqs[ci][ch.req.0][ch.req.1];
+                results.push(DeviceRequestAllocationResult {
+                    request: rd.full_name(),
+                    driver: pool.driver.clone(),
+                    pool: pool.name.clone(),
+                    device: entry.device.name.clone(),
+                    admin_access: ch.admin.then_some(true),
+                    tolerations: rd.tolerations.to_vec(),
+                    binding_conditions: entry.device.binding_conditions.clone(),
+                    binding_failure_conditions: entry.device.binding_failure_conditions.clone(),
+                    share_id: None,
+                    consumed_capacity: ch.consumed.clone(),
+                });
+                choices.push(DeviceChoice {
+                    dev: ch.dev,
+                    affinity: ch.affinity.clone(),
+                    joined_lock: ch.joined_lock,
+                    shared: ch.shared,
+                });
+            }
+            let config = self.configs(ci, claim);
+            let node_selector = self.node_selector(chosen)?;
+            out.push(ClaimResult {
+                allocation: AllocationResult {
+                    devices: DeviceAllocationResult { results, config },
+                    node_selector,
+                    allocation_timestamp: None,
+                },
+                choices,
+            });
+        }
+        Ok(out)
+    }
+
+    /// Class configs (each class once, with the requests using it), then claim configs for the
+    /// allocated requests; a config covering every request gets an empty `requests` list.
+    pub(super) fn configs(&self, ci: usize, claim: &ResourceClaim) -> Vec<DeviceAllocationConfiguration> {
+        let mut out: Vec<DeviceAllocationConfiguration> = Vec::new();
+        let mut class_ranges: HashMap<&str, (usize, usize)> = HashMap::new();
+        let mut names = Vec::new();
+        for (ri, per_req) in self.reqs[ci].iter().enumerate() {
+            let si = if per_req.len() > 1 || claim.spec.devices.requests[ri].exactly.is_none() {
+                self.selected_sub.get(&(ci, ri)).copied().unwrap_or(0)
+            } else {
+                0
+            };
+            let rd = &per_req[si];
+            let name = rd.full_name();
+            names.push((rd.request.to_string(), name.clone()));
+            let class = &rd.class;
+            if let Some(&(start, end)) = class_ranges.get(class.metadata.name.as_str()) {
+                for c in &mut out[start..end] {
+                    c.requests.push(name.clone());
+                }
+                continue;
+            }
+            let start = out.len();
+            for c in &class.spec.config {
+                out.push(DeviceAllocationConfiguration {
+                    source: "FromClass".into(),
+                    requests: vec![name.clone()],
+                    opaque: c.opaque.clone(),
+                });
+            }
+            class_ranges.insert(&class.metadata.name, (start, out.len()));
+        }
+        for c in &claim.spec.devices.config {
+            let applies = c.requests.is_empty()
+                || names
+                    .iter()
+                    .any(|(req, full)| c.requests.contains(req) || c.requests.contains(full));
+            if applies {
+                out.push(DeviceAllocationConfiguration {
+                    source: "FromClaim".into(),
+                    requests: c.requests.clone(),
+                    opaque: c.opaque.clone(),
+                });
+            }
+        }
+        for c in &mut out {
+            if !c.requests.is_empty()
+                && names
+                    .iter()
+                    .all(|(req, full)| c.requests.contains(req) || c.requests.contains(full))
+            {
+                c.requests.clear();
+            }
+        }
+        out
+    }
+
+    /// Upstream `createNodeSelector`: node-local devices pin the claim to the node; otherwise the
+    /// single-term selectors of the slices are merged; none means available everywhere.
+    pub(super) fn node_selector(&self, chosen: &[Chosen]) -> Result<Option<NodeSelector>, String> {
+        let index = self.input.index;
+        let mut term = NodeSelectorTerm::default();
+        for ch in chosen {
+            let entry = index.device(ch.dev);
+            let slice = &index.pools[entry.pool].slices[entry.slice];
+            let (name, sel) = if slice.per_device {
+                (
+                    entry.device.node_name.clone().filter(|n| !n.is_empty()),
+                    entry.device.node_selector.as_ref(),
+                )
+            } else {
+                (slice.node_name.clone(), slice.node_selector.as_ref())
+            };
+            if name.is_some() {
+                return Ok(Some(node_selector::node_name_selector(
+                    &self.input.node.metadata.name,
+                )));
+            }
+            if let Some(sel) = sel {
+                match sel.node_selector_terms.len() {
+                    0 => {}
+                    1 => {
+                        add_new(&sel.node_selector_terms[0].match_fields, &mut term.match_fields);
+                        add_new(
+                            &sel.node_selector_terms[0].match_expressions,
+                            &mut term.match_expressions,
+                        );
+                    }
+                    n => return Err(format!("unsupported ResourceSlice.NodeSelector with {n} terms")),
+                }
+            }
+        }
+        if term.match_fields.is_empty() && term.match_expressions.is_empty() {
+            return Ok(None);
+        }
+        Ok(Some(NodeSelector {
+            node_selector_terms: vec![term],
+        }))
+    }
+}
+
+fn add_new(from: &[NodeSelectorRequirement], to: &mut Vec<NodeSelectorRequirement>) {
+    for r in from {
+        if !to.contains(r) {
+            to.push(r.clone());
+        }
+    }
+}
+
+impl ClaimResult {
+    /// Gives every shared result its share ID (Filter leaves them unset: only the allocation that
+    /// Reserve commits needs them).
+    pub fn assign_share_ids(&mut self, claim: &str, index: &Index) {
+        for (position, (res, ch)) in self
+            .allocation
+            .devices
+            .results
+            .iter_mut()
+            .zip(&self.choices)
+            .enumerate()
+        {
+            if ch.shared {
+                res.share_id = Some(share_id_for(
+                    claim,
+                    &res.request,
+                    &index.device(ch.dev).key,
+                    position,
+                ));
+            }
+        }
+    }
+}
+
+/// A deterministic share ID in UUID format: FNV-1a over the claim, request, device and position.
+///
+/// Upstream generates a random UUID; a deterministic one makes replays reproducible. Uniqueness
+/// per device holds because one claim's request takes a device at most once per position.
+pub fn share_id_for(claim: &str, request: &str, device: &DeviceKey, position: usize) -> String {
+    fn fnv(seed: u64, parts: &[&[u8]]) -> u64 {
+        let mut h = seed;
+        for p in parts {
+            for b in p.iter().chain(&[0xff]) {
+                h ^= u64::from(*b);
+                h = h.wrapping_mul(0x0000_0100_0000_01b3);
+            }
+        }
+        h
+    }
+    let pos = (position as u64).to_le_bytes();
+    let parts: [&[u8]; 4] = [
+        claim.as_bytes(),
+        request.as_bytes(),
+        device.as_str().as_bytes(),
+        &pos,
+    ];
+    let hi = fnv(0xcbf2_9ce4_8422_2325, &parts);
+    let lo = fnv(0x8422_2325_cbf2_9ce4, &parts);
+    // Version 8 (custom) and RFC 4122 variant bits.
+    let hi = (hi & 0xffff_ffff_ffff_0fff) | 0x0000_0000_0000_8000;
+    let lo = (lo & 0x3fff_ffff_ffff_ffff) | 0x8000_0000_0000_0000;
+    format!(
+        "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+        hi >> 32,
+        (hi >> 16) & 0xffff,
+        hi & 0xffff,
+        lo >> 48,
+        lo & 0xffff_ffff_ffff
+    )
+}

@@ -1,0 +1,406 @@
+//! The per-request search: backtracking over claims, requests, subrequests and devices, and
+//! the availability checks for one candidate device.
+
+use std::collections::BTreeMap;
+
+use super::undo::Undo;
+use super::{
+    AllocatedState, Allocator, Chosen, Input, MAX_RESULTS_PER_CLAIM, Mode, Pos, ReqData, Stop, lookup,
+};
+use crate::affinity::LockState;
+use crate::capacity;
+use crate::counters::CounterState;
+use crate::index::{DevIdx, Index, device_node_matches};
+use crate::model::DeviceToleration;
+use crate::quantity::Quantity;
+use crate::taints;
+
+impl<'a> Allocator<'a> {
+    /// Upstream `CmpRequestOverCapacity`: `None` when the request names a capacity the device
+    /// lacks (the device is skipped), else whether every capacity stays within its value.
+    pub(super) fn capacity_fits(&self, rd: &ReqData<'_>, d: DevIdx) -> Option<bool> {
+        let entry = self.input.index.device(d);
+        let caps = &entry.device.capacity;
+        if let Some(req) = rd.capacity
+            && req.keys().any(|k| !caps.contains_key(k))
+        {
+            return None;
+        }
+        let allocated = self.input.allocated.capacity.get(&entry.key);
+        let allocating = self.allocating_capacity.get(&d);
+        for (name, cap) in caps {
+            let consumed = capacity::consumed_capacity(rd.capacity.and_then(|r| r.get(name)), cap);
+            if capacity::violates_policy(&consumed, cap.request_policy.as_ref()) {
+                return Some(false);
+            }
+            let mut total = consumed;
+            for extra in [
+                allocated.and_then(|m| m.get(name)),
+                allocating.and_then(|m| m.get(name)),
+            ]
+            .into_iter()
+            .flatten()
+            {
+                match total.checked_add(extra) {
+                    Some(t) => total = t,
+                    None => return Some(false),
+                }
+            }
+            if total > cap.value {
+                return Some(false);
+            }
+        }
+        Some(true)
+    }
+
+    pub(super) fn device_in_use(&self, d: DevIdx) -> bool {
+        self.input
+            .allocated
+            .dedicated
+            .contains_key(&self.input.index.device(d).key)
+            || self.allocating_devices.get(&d).is_some_and(|v| !v.is_empty())
+    }
+
+    pub(super) fn capacity_in_use(&self, d: DevIdx) -> bool {
+        let key = &self.input.index.device(d).key;
+        self.input.allocated.capacity.contains_key(key)
+            || self.input.allocated.shared.contains_key(key)
+            || self.allocating_capacity.contains_key(&d)
+    }
+
+    pub(super) fn allocate_one(&mut self, r: Pos, in_sub: bool, start: usize) -> Result<bool, Stop> {
+        if r.claim >= self.reqs.len() {
+            return Ok(true);
+        }
+        if r.request >= self.reqs[r.claim].len() {
+            return match self.allocate_one(
+                Pos {
+                    claim: r.claim + 1,
+                    ..Pos::default()
+                },
+                false,
+                0,
+            ) {
+                Err(Stop::MaxSize) => Ok(false),
+                other => other,
+            };
+        }
+        let has_subs = self.input.claims[r.claim].claim.spec.devices.requests[r.request]
+            .exactly
+            .is_none();
+        if !in_sub && has_subs {
+            let mut all_exceeded = true;
+            for si in 0..self.reqs[r.claim][r.request].len() {
+                match self.allocate_one(Pos { sub: si, ..r }, true, 0) {
+                    Err(Stop::MaxSize) => continue,
+                    Err(e) => return Err(e),
+                    Ok(true) => {
+                        self.selected_sub.insert((r.claim, r.request), si);
+                        return Ok(true);
+                    }
+                    Ok(false) => all_exceeded = false,
+                }
+            }
+            return if all_exceeded {
+                Err(Stop::MaxSize)
+            } else {
+                Ok(false)
+            };
+        }
+        let rd = &self.reqs[r.claim][r.request][r.sub];
+        let all = rd.mode == Mode::All;
+        if all && rd.all_devices.is_empty() {
+            return Ok(false);
+        }
+        if r.device >= rd.num_devices {
+            return self.allocate_one(
+                Pos {
+                    claim: r.claim,
+                    request: r.request + 1,
+                    ..Pos::default()
+                },
+                false,
+                0,
+            );
+        }
+        if self.results[r.claim].len() + rd.num_devices - r.device > MAX_RESULTS_PER_CLAIM {
+            return Err(Stop::MaxSize);
+        }
+        if all {
+            let d = rd.all_devices[r.device];
+            let Some(undo) = self.allocate_device(r, d, true)? else {
+                return Ok(false);
+            };
+            let done = self.allocate_one(
+                Pos {
+                    device: r.device + 1,
+                    ..r
+                },
+                in_sub,
+                0,
+            );
+            if !matches!(done, Ok(true)) {
+                self.deallocate(undo);
+            }
+            return done;
+        }
+        let order = self.order_for(r.claim, r.request, r.sub);
+        for (pos, &d) in order.iter().enumerate().skip(start) {
+            let admin = self.reqs[r.claim][r.request][r.sub].admin;
+            if admin
+                && self
+                    .allocating_devices
+                    .get(&d)
+                    .is_some_and(|v| v.contains(&r.claim))
+            {
+                continue;
+            }
+            if !admin && self.device_in_use(d) {
+                continue;
+            }
+            let rd = &self.reqs[r.claim][r.request][r.sub];
+            if !selectable(self.input, r.claim, rd, d)? {
+                continue;
+            }
+            let Some(undo) = self.allocate_device(r, d, false)? else {
+                continue;
+            };
+            match self.allocate_one(
+                Pos {
+                    device: r.device + 1,
+                    ..r
+                },
+                in_sub,
+                pos + 1,
+            ) {
+                Ok(true) => return Ok(true),
+                Ok(false) => self.deallocate(undo),
+                Err(e) => {
+                    self.deallocate(undo);
+                    return Err(e);
+                }
+            }
+        }
+        Ok(false)
+    }
+
+    /// Availability and constraint checks for one candidate; on success the call's state is
+    /// updated as if the device were allocated and the undo record is returned.
+    pub(super) fn allocate_device(
+        &mut self,
+        r: Pos,
+        d: DevIdx,
+        must: bool,
+    ) -> Result<Option<Undo<'a>>, Stop> {
+        let index = self.input.index;
+        let entry = index.device(d);
+        let rd = &self.reqs[r.claim][r.request][r.sub];
+        let ama = entry.allow_multiple;
+        if !ama
+            && rd.admin
+            && self
+                .allocating_devices
+                .get(&d)
+                .is_some_and(|v| v.contains(&r.claim))
+        {
+            return Ok(None);
+        }
+        if !rd.admin && self.device_in_use(d) {
+            return Ok(None);
+        }
+        if !all_taints_ok(entry, rd.tolerations) {
+            return Ok(None);
+        }
+        if self.capacity_fits(rd, d) != Some(true) {
+            return Ok(None);
+        }
+        // Sharing affinity, next to the capacity check.
+        let wanted = match self.wanted(rd, d) {
+            Ok(w) => w,
+            Err(why) => {
+                self.note(d, why);
+                return Ok(None);
+            }
+        };
+        let mut joined_lock = false;
+        if let Some(w) = &wanted {
+            let lock = self.current_lock(d);
+            if let Err(why) = lock.admits(w) {
+                self.note(d, why);
+                return Ok(None);
+            }
+            joined_lock = matches!(self.input.locks.lock(d), LockState::Locked(_));
+        }
+        // Counters: consumed once per multi-allocatable device.
+        let skip_counters = ama && self.capacity_in_use(d);
+        let mut counters_pool = None;
+        if !skip_counters && !entry.device.consumes_counters.is_empty() {
+            self.init_counters(entry.pool);
+            if !self
+                .counters
+                .try_consume(entry.pool, &entry.device.consumes_counters)
+            {
+                return Ok(None);
+            }
+            counters_pool = Some(entry.pool);
+        }
+        let rd = &self.reqs[r.claim][r.request][r.sub];
+        let driver = &index.pools[entry.pool].driver;
+        for i in 0..self.constraints[r.claim].len() {
+            let attr = self.constraints[r.claim][i].attribute().to_string();
+            let added = self.constraints[r.claim][i].add(rd.request, rd.sub, lookup(entry, driver, &attr));
+            if !added {
+                for j in 0..i {
+                    let attr = self.constraints[r.claim][j].attribute().to_string();
+                    self.constraints[r.claim][j].remove(rd.request, rd.sub, lookup(entry, driver, &attr));
+                }
+                if let Some(p) = counters_pool {
+                    self.counters.release(p, &entry.device.consumes_counters);
+                }
+                if must {
+                    return Err(Stop::Fatal(format!(
+                        "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
+                        self.input.claims[r.claim].key,
+                        rd.full_name(),
+                        entry.key
+                    )));
+                }
+                return Ok(None);
+            }
+        }
+        let (request, sub, admin) = (rd.request, rd.sub, rd.admin);
+        let mut undo = Undo {
+            claim: r.claim,
+            dev: d,
+            dedicated: !ama,
+            capacity: None,
+            counters: counters_pool,
+            affinity: false,
+            request,
+            sub,
+        };
+        let mut shared = false;
+        let mut consumed = None;
+        if ama {
+            let caps = &entry.device.capacity;
+            let c: BTreeMap<String, Quantity> = caps
+                .iter()
+                .map(|(n, cap)| {
+                    (
+                        n.clone(),
+                        capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap),
+                    )
+                })
+                .collect();
+            let slot = self.allocating_capacity.entry(d).or_default();
+            for (n, q) in &c {
+                let cur = slot.entry(n.clone()).or_insert_with(|| Quantity::from_i64(0));
+                if let Some(v) = cur.checked_add(q) {
+                    *cur = v;
+                }
+            }
+            undo.capacity = Some(c.clone());
+            shared = true;
+            if !c.is_empty() {
+                consumed = Some(c);
+            }
+        } else {
+            self.allocating_devices.entry(d).or_default().push(r.claim);
+        }
+        if let Some(w) = &wanted {
+            let slot = self
+                .allocating_affinity
+                .entry(d)
+                .or_insert_with(|| (w.clone(), 0));
+            slot.1 += 1;
+            undo.affinity = true;
+        }
+        self.results[r.claim].push(Chosen {
+            req: (r.request, r.sub),
+            dev: d,
+            admin,
+            shared,
+            consumed,
+            affinity: wanted,
+            joined_lock,
+        });
+        Ok(Some(undo))
+    }
+
+    pub(super) fn init_counters(&mut self, pool: usize) {
+        if self.counters.has_pool(pool) {
+            return;
+        }
+        init_pool_counters(&mut self.counters, self.input.index, self.input.allocated, pool);
+    }
+}
+
+/// Sets a pool's available counters: its counter sets minus what allocated devices consume.
+pub fn init_pool_counters(
+    counters: &mut CounterState,
+    index: &Index,
+    allocated: &AllocatedState,
+    pool: usize,
+) {
+    let p = &index.pools[pool];
+    let used = p
+        .slices
+        .iter()
+        .flat_map(|s| s.devices.iter())
+        .map(|&d| index.device(d))
+        .filter(|e| allocated.is_allocated(&e.key))
+        .map(|e| e.device.consumes_counters.as_slice());
+    counters.init_pool(pool, &p.counter_sets, used);
+}
+
+/// Class selectors, request selectors, per-device node selection. Selector results depend only on
+/// the device and the expression: they are cached per (device, compiled selector) across nodes,
+/// pods and cycles, in the slice-derived state (dropped when slices change). Errors are not
+/// cached (their text names the claim).
+pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevIdx) -> Result<bool, String> {
+    let index = input.index;
+    let entry = index.device(d);
+    let pool = &index.pools[entry.pool];
+    for (i, (from_class, expr, compiled)) in rd.selectors.iter().enumerate() {
+        let owner = || {
+            if *from_class {
+                format!("class {}", rd.class.metadata.name)
+            } else {
+                format!("claim {}", input.claims[ci].key)
+            }
+        };
+        let sel = compiled
+            .as_ref()
+            .map_err(|e| format!("{}: selector {expr:?}: CEL compile error: {e}", owner()))?;
+        let cached = input.selector_cache.borrow().get(&(d, sel.id())).copied();
+        let m = match cached {
+            Some(m) => m,
+            None => {
+                let dev = entry
+                    .cel(&pool.driver)
+                    .map_err(|e| format!("{}: device {}: {e}", owner(), entry.key))?;
+                let m = sel.matches(dev).map_err(|e| {
+                    format!(
+                        "{}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
+                        owner(),
+                        entry.key
+                    )
+                })?;
+                input.selector_cache.borrow_mut().insert((d, sel.id()), m);
+                m
+            }
+        };
+        if !m {
+            return Ok(false);
+        }
+    }
+    if pool.slices[entry.slice].per_device {
+        return device_node_matches(input.node, &entry.device)
+            .map_err(|e| format!("device {}: {e}", entry.key));
+    }
+    Ok(true)
+}
+
+fn all_taints_ok(entry: &crate::index::DeviceEntry, tolerations: &[DeviceToleration]) -> bool {
+    taints::all_taints_tolerated(&entry.device.taints, tolerations)
+}

@@ -1,0 +1,226 @@
+//! Preparing an allocation call: per-request data (class, mode, `All` device sets) and the
+//! claim constraints.
+
+use std::collections::BTreeMap;
+
+use crate::FxHashMap;
+
+use super::search::selectable;
+use super::{Allocator, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData};
+use crate::affinity::{self, Outcome};
+use crate::constraints::{Constraint, RequestScope};
+use crate::counters::CounterState;
+use crate::model::DeviceToleration;
+use crate::quantity::Quantity;
+
+impl<'a> Allocator<'a> {
+    pub(super) fn new(input: &'a Input<'a>) -> Result<Self, String> {
+        let mut cands = Vec::new();
+        for np in input.pools {
+            let pool = &input.index.pools[np.pool];
+            if !pool.complete || pool.invalid.is_some() {
+                continue;
+            }
+            for &si in &np.slices {
+                cands.extend_from_slice(&pool.slices[si].devices);
+            }
+        }
+        let mut a = Allocator {
+            input,
+            cands,
+            reqs: Vec::new(),
+            selected_sub: FxHashMap::default(),
+            constraints: Vec::new(),
+            results: Vec::new(),
+            allocating_devices: FxHashMap::default(),
+            allocating_capacity: FxHashMap::default(),
+            allocating_affinity: FxHashMap::default(),
+            counters: CounterState::default(),
+            order: FxHashMap::default(),
+            notes: Default::default(),
+        };
+        for (ci, c) in input.claims.iter().enumerate() {
+            let mut per_claim = Vec::new();
+            let mut min_devices = 0usize;
+            for (ri, r) in c.claim.spec.devices.requests.iter().enumerate() {
+                let aff = |si: usize| c.affinity.get(ri).and_then(|v| v.get(si)).map(Vec::as_slice);
+                let mut per_req = Vec::new();
+                if let Some(ex) = &r.exactly {
+                    if !r.first_available.is_empty() {
+                        return Err(format!(
+                            "claim {}, request {}: exactly one of exactly and firstAvailable must be set",
+                            c.key, r.name
+                        ));
+                    }
+                    per_req.push(a.request_data(
+                        ci,
+                        &r.name,
+                        None,
+                        &ex.device_class_name,
+                        &ex.selectors,
+                        ex.allocation_mode.as_deref(),
+                        ex.count,
+                        ex.admin_access.unwrap_or(false),
+                        &ex.tolerations,
+                        ex.capacity.as_ref().map(|c| &c.requests),
+                        aff(0),
+                    )?);
+                } else if !r.first_available.is_empty() {
+                    for (si, s) in r.first_available.iter().enumerate() {
+                        per_req.push(a.request_data(
+                            ci,
+                            &r.name,
+                            Some(&s.name),
+                            &s.device_class_name,
+                            &s.selectors,
+                            s.allocation_mode.as_deref(),
+                            s.count,
+                            false,
+                            &s.tolerations,
+                            s.capacity.as_ref().map(|c| &c.requests),
+                            aff(si),
+                        )?);
+                    }
+                } else {
+                    return Err(format!(
+                        "claim {}, request {}: neither exactly nor firstAvailable is set (unsupported request type?)",
+                        c.key, r.name
+                    ));
+                }
+                min_devices += per_req.iter().map(|d| d.num_devices).min().unwrap_or(0);
+                per_claim.push(per_req);
+            }
+            if min_devices > MAX_RESULTS_PER_CLAIM {
+                return Err(format!(
+                    "claim {}: number of requested devices {min_devices} exceeds the claim limit of {MAX_RESULTS_PER_CLAIM}",
+                    c.key
+                ));
+            }
+            a.reqs.push(per_claim);
+            let mut cons = Vec::new();
+            for (i, k) in c.claim.spec.devices.constraints.iter().enumerate() {
+                let scope = RequestScope::new(&k.requests);
+                cons.push(match (&k.match_attribute, &k.distinct_attribute) {
+                    (Some(attr), None) => {
+                        Constraint::Match { scope, attribute: attr.clone(), value: None, count: 0 }
+                    }
+                    (None, Some(attr)) => {
+                        Constraint::Distinct { scope, attribute: attr.clone(), values: Default::default() }
+                    }
+                    _ => {
+                        return Err(format!(
+                            "claim {}, constraint #{i}: exactly one of matchAttribute and distinctAttribute must be set",
+                            c.key
+                        ));
+                    }
+                });
+            }
+            a.constraints.push(cons);
+            a.results.push(Vec::new());
+        }
+        Ok(a)
+    }
+
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "mirrors the fields of a request or subrequest"
+    )]
+    pub(super) fn request_data(
+        &mut self,
+        ci: usize,
+        request: &'a str,
+        sub: Option<&'a str>,
+        class_name: &'a str,
+        selectors: &'a [crate::model::DeviceSelector],
+        mode: Option<&'a str>,
+        count: Option<i64>,
+        admin: bool,
+        tolerations: &'a [DeviceToleration],
+        capacity: Option<&'a BTreeMap<String, Quantity>>,
+        affinity: Option<&'a [Option<Outcome>]>,
+    ) -> Result<ReqData<'a>, String> {
+        let claim = self.input.claims[ci].key;
+        let name = affinity::full_name(request, sub);
+        if class_name.is_empty() {
+            return Err(format!(
+                "claim {claim}, request {name}: missing device class name"
+            ));
+        }
+        let class =
+            self.input.classes.get(class_name).ok_or_else(|| {
+                format!("claim {claim}, request {name}: device class {class_name} not found")
+            })?;
+        let mode = match mode.unwrap_or("ExactCount") {
+            "ExactCount" | "" => {
+                let n = count.unwrap_or(1);
+                if n < 1 {
+                    return Err(format!(
+                        "claim {claim}, request {name}: count {n} must be at least 1"
+                    ));
+                }
+                Mode::Exact(usize::try_from(n).unwrap_or(usize::MAX))
+            }
+            "All" => Mode::All,
+            other => {
+                return Err(format!(
+                    "claim {claim}, request {name}: unsupported allocation mode {other}"
+                ));
+            }
+        };
+        let mut rd = ReqData {
+            request,
+            sub,
+            class,
+            selectors: class
+                .spec
+                .selectors
+                .iter()
+                .map(|s| (true, s.cel.expression.as_str()))
+                .chain(selectors.iter().map(|s| (false, s.cel.expression.as_str())))
+                .map(|(from_class, expr)| (from_class, expr, self.input.cel.selector(expr)))
+                .collect(),
+            mode,
+            admin,
+            tolerations,
+            capacity,
+            all_devices: Vec::new(),
+            num_devices: match mode {
+                Mode::Exact(n) => n,
+                Mode::All => 0,
+            },
+            affinity: affinity.unwrap_or(&[]),
+        };
+        if mode == Mode::All {
+            for np in self.input.pools {
+                let pool = &self.input.index.pools[np.pool];
+                if !pool.complete {
+                    return Err(format!(
+                        "claim {claim}, request {name}: asks for all devices, but resource pool {} is currently being updated",
+                        pool.id()
+                    ));
+                }
+                if pool.invalid.is_some() {
+                    return Err(format!(
+                        "claim {claim}, request {name}: asks for all devices, but resource pool {} is currently invalid",
+                        pool.id()
+                    ));
+                }
+                for &s in &np.slices {
+                    for &d in &pool.slices[s].devices {
+                        // Devices that are not viable because of persistent state are left out, like
+                        // capacity-insufficient shared devices: a lock to other values, an
+                        // unreconstructable device, strict gating failing for this request.
+                        if selectable(self.input, ci, &rd, d)?
+                            && self.capacity_fits(&rd, d) == Some(true)
+                            && self.persistently_viable(&rd, d)
+                        {
+                            rd.all_devices.push(d);
+                        }
+                    }
+                }
+            }
+            rd.num_devices = rd.all_devices.len();
+        }
+        Ok(rd)
+    }
+}

@@ -1,0 +1,73 @@
+//! The undo log: what one tentative device allocation changed, and how to take it back.
+
+use std::collections::BTreeMap;
+
+use super::{Allocator, lookup};
+use crate::index::DevIdx;
+use crate::quantity::Quantity;
+
+/// What one tentative device allocation changed.
+pub(super) struct Undo<'a> {
+    pub(super) claim: usize,
+    pub(super) dev: DevIdx,
+    pub(super) dedicated: bool,
+    pub(super) capacity: Option<BTreeMap<String, Quantity>>,
+    pub(super) counters: Option<usize>,
+    pub(super) affinity: bool,
+    pub(super) request: &'a str,
+    pub(super) sub: Option<&'a str>,
+}
+
+impl<'a> Allocator<'a> {
+    pub(super) fn deallocate(&mut self, undo: Undo<'a>) {
+        let index = self.input.index;
+        let entry = index.device(undo.dev);
+        let driver = &index.pools[entry.pool].driver;
+        for c in self.constraints[undo.claim].iter_mut() {
+            let attr = c.attribute().to_string();
+            c.remove(undo.request, undo.sub, lookup(entry, driver, &attr));
+        }
+        if undo.dedicated
+            && let Some(v) = self.allocating_devices.get_mut(&undo.dev)
+            && let Some(p) = v.iter().rposition(|c| *c == undo.claim)
+        {
+            v.remove(p);
+            if v.is_empty() {
+                self.allocating_devices.remove(&undo.dev);
+            }
+        }
+        if let Some(c) = &undo.capacity {
+            if let Some(slot) = self.allocating_capacity.get_mut(&undo.dev) {
+                for (n, q) in c {
+                    if let Some(cur) = slot.get_mut(n)
+                        && let Some(v) = cur.checked_sub(q)
+                    {
+                        *cur = v;
+                    }
+                }
+            }
+            // The device had no in-call share before this one iff no other result uses it.
+            let others = self
+                .results
+                .iter()
+                .flatten()
+                .filter(|ch| ch.dev == undo.dev)
+                .count();
+            if others <= 1 {
+                self.allocating_capacity.remove(&undo.dev);
+            }
+        }
+        if let Some(p) = undo.counters {
+            self.counters.release(p, &entry.device.consumes_counters);
+        }
+        if undo.affinity
+            && let Some(slot) = self.allocating_affinity.get_mut(&undo.dev)
+        {
+            slot.1 -= 1;
+            if slot.1 == 0 {
+                self.allocating_affinity.remove(&undo.dev);
+            }
+        }
+        self.results[undo.claim].pop();
+    }
+}
