@@ -113,6 +113,8 @@ pub struct Replay {
     pub pods: Vec<PodOutcome>,
     /// Latency samples.
     pub samples: Samples,
+    /// The guest's linear memory after the replay (its peak), for wasm engines.
+    pub guest_memory_bytes: Option<u64>,
 }
 
 /// Loads the cluster into the engine and schedules its pending pods. `progress` is called after
@@ -137,6 +139,7 @@ pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnM
         rejected,
         pods,
         samples,
+        guest_memory_bytes: engine.guest_memory_bytes(),
     })
 }
 
