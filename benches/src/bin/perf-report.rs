@@ -106,9 +106,30 @@ fn run() -> Result<(), String> {
         md.push_str(&simulations(&o.out)?);
     }
     let path = o.out.join("results.md");
-    std::fs::write(&path, md).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, &md).map_err(|e| format!("{}: {e}", path.display()))?;
     eprintln!("wrote {} and the plots beside it", path.display());
+    // docs/PERFORMANCE.md carries the same tables between two markers.
+    let doc = o.out.join("..").join("PERFORMANCE.md");
+    if let Ok(text) = std::fs::read_to_string(&doc) {
+        match splice(&text, &md) {
+            Some(new) => {
+                std::fs::write(&doc, new).map_err(|e| format!("{}: {e}", doc.display()))?;
+                eprintln!("updated the results section of {}", doc.display());
+            }
+            None => eprintln!("{} has no {BEGIN} / {END} markers: not updated", doc.display()),
+        }
+    }
     Ok(())
+}
+
+const BEGIN: &str = "<!-- perf-report:begin -->";
+const END: &str = "<!-- perf-report:end -->";
+
+/// `text` with the part between the markers replaced by `results`; `None` without markers.
+fn splice(text: &str, results: &str) -> Option<String> {
+    let start = text.find(BEGIN)? + BEGIN.len();
+    let end = start + text[start..].find(END)?;
+    Some(format!("{}\n{}\n{}", &text[..start], results.trim(), &text[end..]))
 }
 
 fn machine() -> String {
@@ -165,9 +186,13 @@ fn read_medians(dir: &Path) -> Result<Medians, String> {
     Ok(out)
 }
 
-/// Bench name and numeric size (`filter/100x8` → ("filter", [100, 8])).
+/// Bench name and numeric size (`filter_100x8`, criterion's directory for `filter/100x8`, →
+/// ("filter", [100, 8])).
 fn split_id(id: &str) -> (&str, Vec<usize>) {
-    let (name, size) = id.split_once('/').unwrap_or((id, ""));
+    let (name, size) = id
+        .rsplit_once('/')
+        .or_else(|| id.rsplit_once('_'))
+        .unwrap_or((id, ""));
     (name, size.split('x').filter_map(|n| n.parse().ok()).collect())
 }
 
@@ -569,4 +594,24 @@ fn bar_plot(path: &Path, results: &[(&str, Simulation)]) -> Result<(), String> {
         .draw()
         .map_err(|e| err(&e))?;
     root.present().map_err(|e| err(&e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bench_ids_split_into_name_and_size() {
+        assert_eq!(split_id("filter_100x8"), ("filter", vec![100, 8]));
+        assert_eq!(split_id("prefilter-cold/1000"), ("prefilter-cold", vec![1000]));
+        assert_eq!(split_id("instantiate"), ("instantiate", vec![]));
+    }
+
+    #[test]
+    fn results_go_between_the_markers_only() {
+        let doc = format!("intro\n{BEGIN}\nold\n{END}\noutro\n");
+        let new = splice(&doc, "new table\n").unwrap();
+        assert_eq!(new, format!("intro\n{BEGIN}\nnew table\n{END}\noutro\n"));
+        assert_eq!(splice("no markers", "x"), None);
+    }
 }
