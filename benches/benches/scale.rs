@@ -37,10 +37,13 @@ use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
 
+/// A configured engine from a plugin configuration.
+type MakeEngine = Box<dyn Fn(&str) -> Box<dyn Engine>>;
+
 /// Makes fresh engines of one kind.
 struct Maker {
     group: &'static str,
-    make: Box<dyn Fn(&str) -> Box<dyn Engine>>,
+    make: MakeEngine,
 }
 
 fn makers() -> Vec<Maker> {

@@ -129,7 +129,12 @@ const END: &str = "<!-- perf-report:end -->";
 fn splice(text: &str, results: &str) -> Option<String> {
     let start = text.find(BEGIN)? + BEGIN.len();
     let end = start + text[start..].find(END)?;
-    Some(format!("{}\n{}\n{}", &text[..start], results.trim(), &text[end..]))
+    Some(format!(
+        "{}\n{}\n{}",
+        &text[..start],
+        results.trim(),
+        &text[end..]
+    ))
 }
 
 fn machine() -> String {
@@ -512,10 +517,13 @@ fn simulations(out_dir: &Path) -> Result<String, String> {
     Ok(out)
 }
 
+/// One count of a simulation arm.
+type Measure = fn(&sharing_affinity_host::simulate::Arm) -> usize;
+
 /// Grouped bars per scenario: devices opened and slice updates, native vs workaround.
 fn bar_plot(path: &Path, results: &[(&str, Simulation)]) -> Result<(), String> {
     let err = |e: &dyn std::fmt::Display| format!("{}: {e}", path.display());
-    let metrics: [(&str, fn(&sharing_affinity_host::simulate::Arm) -> usize); 3] = [
+    let metrics: [(&str, Measure); 3] = [
         ("devices opened", |a| a.devices_opened),
         ("slice updates", |a| a.slice_updates + a.contraction_updates),
         ("pods unschedulable", |a| a.unschedulable),
