@@ -114,3 +114,93 @@ pub fn filter_checked(engine: &mut dyn Engine, node: &str, expected: Code) {
     let status = engine.filter(node);
     assert_eq!(status.code, expected, "filter on {node}: {status}");
 }
+
+/// Quick mode (`SA_BENCH_QUICK=1`): small generated clusters only, so that CI can prove the
+/// benches work in well under two minutes (`cargo bench ... -- --test`).
+pub fn quick() -> bool {
+    std::env::var_os("SA_BENCH_QUICK").is_some_and(|v| !v.is_empty() && v != "0")
+}
+
+/// The cluster sizes (nodes) of the scale benches: `SA_BENCH_NODES` (comma-separated), else
+/// 100, 1,000 and 5,000 (50 in quick mode).
+pub fn scale_nodes() -> Vec<usize> {
+    if let Some(list) = std::env::var_os("SA_BENCH_NODES") {
+        return list
+            .to_string_lossy()
+            .split(',')
+            .map(|n| {
+                n.trim()
+                    .parse()
+                    .expect("SA_BENCH_NODES: comma-separated node counts")
+            })
+            .collect();
+    }
+    if quick() {
+        vec![50]
+    } else {
+        vec![100, 1_000, 5_000]
+    }
+}
+
+/// A generated cluster (the default `nic` profile: half the devices' worth of running pods, 8
+/// groups, extractors in metadata slices) with its first pending pod.
+pub struct Generated {
+    /// `<nodes>x<devices per node>`.
+    pub label: String,
+    /// The parsed cluster.
+    pub cluster: Cluster,
+    /// The plugin configuration (empty: extractors are in metadata slices).
+    pub config: String,
+    /// The first pending pod.
+    pub pod: String,
+}
+
+/// Generates `nodes × devices_per_node` with 10 pending pods (seed 5981).
+pub fn generated(nodes: usize, devices_per_node: usize) -> Generated {
+    let spec = sharing_affinity_host::generate::Spec {
+        pods: 10,
+        ..sharing_affinity_host::generate::Spec::new(nodes, devices_per_node)
+    };
+    let g = sharing_affinity_host::generate::generate(&spec).expect("generating the cluster");
+    let cluster = Cluster::parse(&g.cluster).expect("the generated cluster parses");
+    let pod = cluster.pending[0].clone();
+    Generated {
+        label: format!("{nodes}x{devices_per_node}"),
+        cluster,
+        config: g.config,
+        pod,
+    }
+}
+
+/// Loads a cluster and panics when an object is rejected.
+pub fn load_checked(engine: &mut dyn Engine, cluster: &Cluster) {
+    let rejected = engine.load(&cluster.objects).expect("loading the cluster");
+    assert!(rejected.is_empty(), "rejected objects: {rejected:?}");
+}
+
+/// One full scheduling cycle without its side effect: PreFilter, Filter on every node, Score on
+/// the feasible ones, Reserve on the best (highest score, ties to the smaller name), then
+/// Unreserve, so the next cycle starts from the same state. Returns the node chosen.
+pub fn cycle(engine: &mut dyn Engine, pod: &str, nodes: &[String]) -> Option<String> {
+    let status = engine.prefilter(pod);
+    assert!(status.is_success(), "prefilter of {pod}: {status}");
+    let mut best: Option<(u32, &String)> = None;
+    for node in nodes {
+        if engine.filter(node).is_success() {
+            let score = engine.score(node).expect("score of a feasible node");
+            if best.is_none_or(|(b, _)| score > b) {
+                best = Some((score, node));
+            }
+        }
+    }
+    let (_, node) = best?;
+    engine.reserve(node).expect("reserve on the best node");
+    engine.unreserve(node);
+    Some(node.clone())
+}
+
+/// The filter code of every node for the prepared pod, from `engine` (the native engine is the
+/// reference the wasm engines are checked against).
+pub fn filter_codes(engine: &mut dyn Engine, nodes: &[String]) -> Vec<(String, Code)> {
+    nodes.iter().map(|n| (n.clone(), engine.filter(n).code)).collect()
+}

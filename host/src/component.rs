@@ -49,9 +49,36 @@ impl Default for Limits {
     }
 }
 
-/// The data each store carries: its memory limiter.
+/// The data each store carries: its memory limiter, and the largest linear memory it allowed.
 pub struct HostState {
     limits: StoreLimits,
+    peak_memory: usize,
+}
+
+impl wasmtime::ResourceLimiter for HostState {
+    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> Result<bool> {
+        let allowed = self.limits.memory_growing(current, desired, maximum)?;
+        if allowed {
+            self.peak_memory = self.peak_memory.max(desired);
+        }
+        Ok(allowed)
+    }
+
+    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> Result<bool> {
+        self.limits.table_growing(current, desired, maximum)
+    }
+
+    fn instances(&self) -> usize {
+        self.limits.instances()
+    }
+
+    fn tables(&self) -> usize {
+        self.limits.tables()
+    }
+
+    fn memories(&self) -> usize {
+        self.limits.memories()
+    }
 }
 
 /// A compiled, pre-linked plugin component, built once and shared by every engine instance.
@@ -163,8 +190,14 @@ impl ComponentEngine {
         let limits = StoreLimitsBuilder::new()
             .memory_size(self.restore_limits.memory_bytes)
             .build();
-        let mut store = Store::new(&self.plugin.engine, HostState { limits });
-        store.limiter(|state| &mut state.limits);
+        let mut store = Store::new(
+            &self.plugin.engine,
+            HostState {
+                limits,
+                peak_memory: 0,
+            },
+        );
+        store.limiter(|state| state);
         store.set_fuel(self.restore_limits.fuel_per_call)?;
         let plugin = self
             .plugin
@@ -256,6 +289,10 @@ impl ComponentEngine {
 impl Engine for ComponentEngine {
     fn name(&self) -> &'static str {
         "component"
+    }
+
+    fn guest_memory_bytes(&mut self) -> Option<u64> {
+        self.live.as_ref().map(|l| l.store.data().peak_memory as u64)
     }
 
     fn load(&mut self, objects: &[Object]) -> Result<Vec<String>> {

@@ -30,4 +30,9 @@ pub trait Engine {
     fn take_logs(&mut self) -> Vec<String> {
         Vec::new()
     }
+    /// The size of the guest's linear memory in bytes (it only grows, so this is its peak; for
+    /// several instances, the largest); `None` for engines without a guest.
+    fn guest_memory_bytes(&mut self) -> Option<u64> {
+        None
+    }
 }

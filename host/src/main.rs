@@ -342,8 +342,45 @@ mod tests {
         full.extend(line);
         match Cli::try_parse_from(full).map(|c| c.command) {
             Ok(Command::Replay(args)) => args,
+            Ok(_) => panic!("{line:?}: not a replay"),
             Err(e) => panic!("{line:?}: {e}"),
         }
+    }
+
+    #[test]
+    fn generate_refuses_options_that_do_not_apply() {
+        let run = |line: &[&str]| {
+            let mut full = vec![
+                "sharing-affinity",
+                "generate",
+                "--nodes",
+                "2",
+                "--devices-per-node",
+                "2",
+            ];
+            full.extend(line);
+            match Cli::try_parse_from(full).map(|c| c.command) {
+                Ok(Command::Generate(args)) => run_generate(&args).err().map(|e| e.to_string()),
+                other => panic!("{line:?}: {:?}", other.err()),
+            }
+        };
+        let err = run(&["--profile", "plain", "--groups", "3"]).unwrap_or_default();
+        assert!(err.contains("--profile plain"), "{err}");
+        let err = run(&["--extractors-in-config"]).unwrap_or_default();
+        assert!(err.contains("needs --out DIR"), "{err}");
+        assert!(
+            Cli::try_parse_from([
+                "sharing-affinity",
+                "generate",
+                "--nodes",
+                "2",
+                "--devices-per-node",
+                "2",
+                "--profile",
+                "tpu"
+            ])
+            .is_err()
+        );
     }
 
     #[test]

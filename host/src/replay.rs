@@ -11,8 +11,9 @@
 use std::path::Path;
 use std::time::Instant;
 
+use serde_json::Value;
 use sharing_affinity_core::Status;
-use sharing_affinity_core::object::{Object, parse_objects};
+use sharing_affinity_core::object::{MAX_INPUT_BYTES, Object, Parsed, decode_object, parse_objects};
 use sharing_affinity_core::plugin::ClaimAllocation;
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
@@ -36,7 +37,11 @@ impl Cluster {
     /// Parses a JSON document (a `List`, a single object or a stream). Text that is not JSON is an
     /// error; an object that does not decode is listed in [`Cluster::invalid`].
     pub fn parse(json: &str) -> Result<Cluster> {
-        let parsed = parse_objects(json).map_err(|e| format_err!("{e}"))?;
+        let parsed = if json.len() > MAX_INPUT_BYTES {
+            parse_large(json)?
+        } else {
+            parse_objects(json).map_err(|e| format_err!("{e}"))?
+        };
         let mut nodes = Vec::new();
         let mut pending = Vec::new();
         for object in &parsed.objects {
@@ -63,6 +68,42 @@ impl Cluster {
         let json = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
         Cluster::parse(&json).with_context(|| format!("parsing {}", path.display()))
     }
+}
+
+/// A document larger than the plugin's per-input limit (a generated cluster of thousands of
+/// nodes): the host reads its own file, so it walks the `List`s here and decodes each object as
+/// the plugin does; the objects then reach the plugin one event at a time, each under the limit.
+fn parse_large(json: &str) -> Result<Parsed> {
+    fn walk(value: Value, index: &mut usize, parsed: &mut Parsed) {
+        let is_list = value
+            .get("kind")
+            .and_then(Value::as_str)
+            .is_some_and(|k| k.ends_with("List"));
+        if is_list && let Value::Object(mut map) = value {
+            if let Some(Value::Array(items)) = map.remove("items") {
+                for item in items {
+                    walk(item, index, parsed);
+                }
+            }
+            return;
+        }
+        *index += 1;
+        match decode_object(value, *index - 1) {
+            Ok(Some(o)) => parsed.objects.push(o),
+            Ok(None) => parsed.ignored += 1,
+            Err(e) => parsed.errors.push(e),
+        }
+    }
+    let mut parsed = Parsed::default();
+    let mut index = 0;
+    for value in serde_json::Deserializer::from_str(json).into_iter::<Value>() {
+        walk(
+            value.map_err(|e| format_err!("malformed JSON: {e}"))?,
+            &mut index,
+            &mut parsed,
+        );
+    }
+    Ok(parsed)
 }
 
 /// What filter (and score, for feasible nodes) said about one node.
@@ -113,6 +154,8 @@ pub struct Replay {
     pub pods: Vec<PodOutcome>,
     /// Latency samples.
     pub samples: Samples,
+    /// The guest's linear memory after the replay (its peak), for wasm engines.
+    pub guest_memory_bytes: Option<u64>,
 }
 
 /// Loads the cluster into the engine and schedules its pending pods. `progress` is called after
@@ -137,6 +180,7 @@ pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnM
         rejected,
         pods,
         samples,
+        guest_memory_bytes: engine.guest_memory_bytes(),
     })
 }
 
@@ -246,6 +290,20 @@ mod tests {
         let cluster = Cluster::parse(json).unwrap();
         assert_eq!(cluster.nodes, ["node-a", "node-b"]);
         assert_eq!(cluster.pending, ["b/y", "b/z", "a/late"]);
+    }
+
+    #[test]
+    fn a_document_over_the_plugin_input_limit_is_parsed_by_the_host() {
+        let padding = "x".repeat(MAX_INPUT_BYTES);
+        let json = format!(
+            r#"{{"kind":"List","items":[{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"n"}}}},
+            {{"apiVersion":"v1","kind":"ConfigMap","metadata":{{"name":"pad"}},"data":{{"p":"{padding}"}}}},
+            {{"apiVersion":"v1","kind":"Pod","metadata":{{}}}}]}}"#
+        );
+        let cluster = Cluster::parse(&json).unwrap();
+        assert_eq!(cluster.nodes, ["n"]);
+        assert_eq!(cluster.invalid.len(), 1, "{:?}", cluster.invalid);
+        assert!(Cluster::parse(&format!("{json} {{")).is_err(), "truncated JSON");
     }
 
     #[test]

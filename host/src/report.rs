@@ -146,6 +146,9 @@ pub struct Timing {
     pub cycle_ns: Summary,
     /// The engine that ran.
     pub engine: &'static str,
+    /// The guest's peak linear memory in bytes (wasm engines only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest_memory_bytes: Option<u64>,
 }
 
 /// p50/p90/p99/max.
@@ -192,6 +195,7 @@ pub fn timing(replay: &Replay) -> Timing {
             max: percentile(&cycle, 100),
         },
         engine: replay.engine,
+        guest_memory_bytes: replay.guest_memory_bytes,
     }
 }
 
@@ -263,6 +267,13 @@ pub fn table(replay: &Replay, explain: bool) -> String {
         duration(t.cycle_ns.p50),
         duration(t.cycle_ns.max),
     );
+    if let Some(bytes) = t.guest_memory_bytes {
+        let _ = writeln!(
+            out,
+            "guest linear memory: {:.1} MiB",
+            bytes as f64 / (1024.0 * 1024.0)
+        );
+    }
     out
 }
 
@@ -358,6 +369,7 @@ mod tests {
                 prefilter: vec![5],
                 cycle: vec![9],
             },
+            guest_memory_bytes: None,
         }
     }
 

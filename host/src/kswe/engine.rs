@@ -202,6 +202,10 @@ impl Engine for KsweEngine {
         "kswe"
     }
 
+    fn guest_memory_bytes(&mut self) -> Option<u64> {
+        Some(self.host.guest_memory_bytes())
+    }
+
     fn take_logs(&mut self) -> Vec<String> {
         self.host.take_logs().iter().map(log_line).collect()
     }

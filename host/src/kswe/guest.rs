@@ -35,6 +35,13 @@ impl Guest {
         self.funcs.contains_key(&export)
     }
 
+    /// The size of the instance's `memory` in bytes (0 without one).
+    pub fn memory_bytes(&mut self) -> usize {
+        self.instance
+            .get_memory(&mut self.store, super::abi::EXPORT_MEMORY)
+            .map_or(0, |m| m.data_size(&self.store))
+    }
+
     /// The instance name (`1`, `2`, ...).
     pub fn name(&self) -> &str {
         &self.store.data().name

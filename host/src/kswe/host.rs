@@ -289,6 +289,18 @@ impl KsweHost {
         Ok(())
     }
 
+    /// The largest linear memory of the live guest instances, in bytes.
+    pub fn guest_memory_bytes(&mut self) -> u64 {
+        let pool = &mut self.pool;
+        pool.scheduled
+            .iter_mut()
+            .chain(pool.binding.values_mut())
+            .chain(pool.free.iter_mut())
+            .map(|g| g.memory_bytes() as u64)
+            .max()
+            .unwrap_or(0)
+    }
+
     fn require(&self, implemented: bool, what: &str) -> wasmtime::Result<()> {
         if implemented {
             Ok(())
