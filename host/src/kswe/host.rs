@@ -91,6 +91,25 @@ pub enum RegisteredEvents {
     Guest(Vec<ClusterEvent>),
 }
 
+impl std::fmt::Display for RegisteredEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegisteredEvents::Default => write!(
+                f,
+                "upstream's defaults (no enqueue export, or no event returned): Pod, Node, CSINode, \
+                 PersistentVolume, PersistentVolumeClaim, StorageClass, each with all actions"
+            ),
+            RegisteredEvents::Guest(events) => {
+                let list: Vec<String> = events
+                    .iter()
+                    .map(|e| format!("{} (actions {:#x})", e.resource, e.action_type))
+                    .collect();
+                write!(f, "{}", list.join(", "))
+            }
+        }
+    }
+}
+
 /// PostFilter's result: always present when the guest was called (upstream returns non-nil).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostFilterResult {
