@@ -255,6 +255,13 @@ impl KsweHost {
         self.factory.shared.cluster()
     }
 
+    /// Fault injection for tests: the next call of the `k8s.io/scheduler` getter `import`
+    /// (`currentPod`, `currentNodeName`, ...) traps once, as when the Go host panics in a host
+    /// function. The trap policy then decides what happens to the instance.
+    pub fn inject_trap(&self, import: &str) {
+        self.cluster().trap_next = Some(import.to_string());
+    }
+
     /// Takes the klog records collected so far.
     pub fn take_logs(&self) -> Vec<LogRecord> {
         std::mem::take(&mut self.cluster().logs)

@@ -80,6 +80,13 @@ fn marshal_if_under_limit(
 
 /// The current call's stack, or the Go host's type-assertion panic when no callback is running.
 fn stack<'a>(caller: &'a mut C<'_>, frame: (&str, &str)) -> wasmtime::Result<&'a mut CallStack> {
+    {
+        let mut cluster = caller.data().shared.cluster();
+        if cluster.trap_next.as_deref() == Some(frame.1) {
+            cluster.trap_next = None;
+            return Err(host_panic(frame, "injected fault"));
+        }
+    }
     caller.data_mut().stack.as_mut().ok_or_else(|| {
         host_panic(
             frame,
