@@ -321,14 +321,20 @@ impl Engine for ComponentEngine {
     fn unreserve(&mut self, node: &str) {
         let fuel = self.limits.fuel_per_call;
         // A trap here has nothing to report to: the instance is replaced, and the replacement holds
-        // no reservation either, which is what unreserve asks for.
-        let _ = self.call("unreserve", fuel, |p, s| p.call_unreserve(s, node));
-        self.cycle = None;
+        // no reservation either, which is what unreserve asks for. Without a cycle (prefilter
+        // failed) nothing was reserved; after a failed reserve the plugin reports "no reservation".
+        if let Some(cycle) = self.cycle.take() {
+            let _ = self.call("unreserve", fuel, |p, s| p.call_unreserve(s, &cycle.pod, node));
+        }
     }
 
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
         let fuel = self.limits.fuel_per_call;
-        let result = self.call("bind", fuel, |p, s| p.call_bind(s, node))?;
+        let pod = match &self.cycle {
+            Some(cycle) => cycle.pod.clone(),
+            None => return Err(CoreStatus::error("bind called without a cycle")),
+        };
+        let result = self.call("bind", fuel, |p, s| p.call_bind(s, &pod, node))?;
         let allocations = decode_allocations(result.map_err(core_status)?)?;
         if let Some(cycle) = self.cycle.take() {
             self.journal.push(Entry::Bound {
@@ -370,7 +376,10 @@ fn rebind(
         .map_err(trap_error)?;
     reserved.map_err(|s| format_err!("reserve: {}", core_status(s)))?;
     live.store.set_fuel(limits.fuel_per_call)?;
-    let bound = live.plugin.call_bind(&mut live.store, node).map_err(trap_error)?;
+    let bound = live
+        .plugin
+        .call_bind(&mut live.store, pod, node)
+        .map_err(trap_error)?;
     let bound = bound.map_err(|s| format_err!("bind: {}", core_status(s)))?;
     let bound = decode_allocations(bound).map_err(|s| format_err!("bind: {}", s.reason))?;
     if bound != expected {

@@ -10,6 +10,8 @@ use crate::engine::Engine;
 /// The plugin as a native Rust value.
 pub struct NativeEngine {
     plugin: Plugin,
+    /// The pod of the current cycle: the replay binds (or unreserves) it before the next prefilter.
+    pod: String,
 }
 
 impl NativeEngine {
@@ -17,7 +19,10 @@ impl NativeEngine {
     pub fn new(config: &str) -> wasmtime::Result<Self> {
         let plugin =
             Plugin::new(config).map_err(|e| wasmtime::format_err!("invalid plugin configuration: {e}"))?;
-        Ok(NativeEngine { plugin })
+        Ok(NativeEngine {
+            plugin,
+            pod: String::new(),
+        })
     }
 }
 
@@ -38,6 +43,7 @@ impl Engine for NativeEngine {
     }
 
     fn prefilter(&mut self, pod: &str) -> Status {
+        self.pod = pod.to_string();
         self.plugin.prefilter(pod)
     }
 
@@ -54,10 +60,12 @@ impl Engine for NativeEngine {
     }
 
     fn unreserve(&mut self, node: &str) {
-        self.plugin.unreserve(node)
+        // The replay unreserves after any failed Reserve too, as kube-scheduler does; the plugin
+        // then reports that the pod holds no reservation, which is nothing to act on.
+        let _no_reservation = self.plugin.unreserve(&self.pod, node);
     }
 
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.plugin.bind(node)
+        self.plugin.bind(&self.pod, node)
     }
 }

@@ -36,7 +36,7 @@ fn guest_wasm() -> &'static [u8] {
 }
 
 /// The replay's view of the native core, for comparison.
-struct Native(Plugin);
+struct Native(Plugin, String);
 
 impl Engine for Native {
     fn name(&self) -> &'static str {
@@ -50,6 +50,7 @@ impl Engine for Native {
             .collect())
     }
     fn prefilter(&mut self, pod: &str) -> Status {
+        self.1 = pod.to_string();
         self.0.prefilter(pod)
     }
     fn filter(&mut self, node: &str) -> Status {
@@ -62,10 +63,11 @@ impl Engine for Native {
         self.0.reserve(node)
     }
     fn unreserve(&mut self, node: &str) {
-        self.0.unreserve(node)
+        // After a failed reserve the pod holds no reservation: nothing to act on.
+        let _no_reservation = self.0.unreserve(&self.1, node);
     }
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.0.bind(node)
+        self.0.bind(&self.1, node)
     }
 }
 
@@ -202,7 +204,7 @@ fn compare(name: &str) -> (Vec<Decision>, KsweEngine) {
 
 fn compare_objects(name: &str, objects: &[Object], config: &str) -> (Vec<Decision>, KsweEngine) {
     let objects = objects.to_vec();
-    let native = drive(&mut Native(Plugin::new(config).unwrap()), &objects);
+    let native = drive(&mut Native(Plugin::new(config).unwrap(), String::new()), &objects);
     let mut kswe = KsweEngine::new(guest_wasm(), config).unwrap();
     let decisions = drive(&mut kswe, &objects);
     assert_eq!(

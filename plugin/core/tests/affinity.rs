@@ -450,7 +450,7 @@ fn reserve_sets_tentative_lock_and_unreserve_removes_it() {
         locked(&[("subnet", "x")]),
         "in-flight claim locks"
     );
-    p.unreserve(NODE);
+    p.unreserve("default/a", NODE).unwrap();
     assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "unreserve releases");
 }
 
@@ -486,8 +486,79 @@ fn unreserve_keeps_lock_held_by_another_claim() {
     assert!(p.prefilter("default/a").is_success());
     assert!(p.filter(NODE).is_success());
     p.reserve(NODE).unwrap();
-    p.unreserve(NODE);
+    p.unreserve("default/a", NODE).unwrap();
     assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+}
+
+/// Pod A's binding cycle overlaps pod B's scheduling cycle (as in kube-scheduler): B's PreFilter
+/// must not drop A's reservation, and Bind/Unreserve act on the pod they name.
+#[test]
+fn reservations_are_per_pod_and_survive_the_next_cycle() {
+    let mut p = plugin(
+        "",
+        &cluster(subnet_extractor(), &[nic("eth1", "4"), nic("eth2", "4")]),
+    );
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    add_pod(&mut p, "b", nic_claim("cb", "y"));
+    assert_eq!(device_of(&run(&mut p, "a").unwrap()), "eth1");
+    // B's cycle starts while A is still reserved.
+    assert!(p.prefilter("default/b").is_success());
+    assert_eq!(
+        p.reserved_node("default/a"),
+        Some(NODE),
+        "B's prefilter kept A's reservation"
+    );
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    assert!(p.filter(NODE).is_success());
+    let b = p.reserve(NODE).unwrap();
+    assert_eq!(
+        b[0].allocation.devices.results[0].device, "eth2",
+        "A's in-flight lock holds eth1"
+    );
+    // Unreserving B releases only B.
+    p.unreserve("default/b", NODE).unwrap();
+    assert_eq!(lock(&mut p, "eth2"), LockState::Clean);
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    assert_eq!(p.reserved_node("default/a"), Some(NODE));
+    assert_eq!(p.reserved_node("default/b"), None);
+    // B again, then both bind, A first (its binding cycle ends after B's Reserve).
+    assert_eq!(device_of(&run(&mut p, "b").unwrap()), "eth2");
+    assert_eq!(p.bind("default/a", NODE).unwrap()[0].claim, "default/ca");
+    assert_eq!(p.bind("default/b", NODE).unwrap()[0].claim, "default/cb");
+    assert_eq!(lock(&mut p, "eth1"), locked(&[("subnet", "x")]));
+    assert_eq!(lock(&mut p, "eth2"), locked(&[("subnet", "y")]));
+    for (claim, dev) in [("default/ca", "eth1"), ("default/cb", "eth2")] {
+        let a = p
+            .claim(claim)
+            .and_then(|c| c.status.allocation.as_ref())
+            .expect("allocated");
+        assert_eq!(a.devices.results[0].device, dev);
+    }
+    assert_eq!(p.pod("default/a").unwrap().spec.node_name, NODE);
+    // Neither pod holds a reservation any more.
+    let err = p.bind("default/a", NODE).unwrap_err();
+    assert!(err.reason.contains("pod default/a"), "{}", err.reason);
+    let err = p.unreserve("default/b", NODE).unwrap_err();
+    assert!(err.reason.contains("pod default/b"), "{}", err.reason);
+}
+
+/// A pod deleted and recreated under the same name between Reserve and Bind is not the reserved
+/// pod: Bind refuses, naming both UIDs, and Unreserve still releases the reservation.
+#[test]
+fn bind_refuses_a_recreated_pod() {
+    let mut p = plugin("", &cluster(subnet_extractor(), &[nic("eth1", "4")]));
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    run(&mut p, "a").unwrap();
+    let mut recreated = pod("a", &["ca"], "2026-01-01T00:00:00Z");
+    recreated["metadata"]["uid"] = json!("uid-a-2");
+    add(&mut p, &[recreated]);
+    let err = p.bind("default/a", NODE).unwrap_err();
+    assert!(err.reason.contains("uid uid-a was reserved"), "{}", err.reason);
+    assert!(err.reason.contains("uid-a-2"), "{}", err.reason);
+    let err = p.bind("default/a", "node-2").unwrap_err();
+    assert!(err.reason.contains("reserved on node-1"), "{}", err.reason);
+    p.unreserve("default/a", NODE).unwrap();
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean);
 }
 
 #[test]
@@ -672,7 +743,7 @@ fn packing_run(config: &str, subnets: &[&str]) -> (usize, usize) {
         add_pod(&mut p, &format!("p{i}"), nic_claim(&format!("c{i}"), s));
         match run(&mut p, &format!("p{i}")) {
             Ok(_) => {
-                p.bind(NODE).unwrap();
+                p.bind(&format!("default/p{i}"), NODE).unwrap();
             }
             Err(_) => failed += 1,
         }

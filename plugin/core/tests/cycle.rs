@@ -87,7 +87,10 @@ fn unknown_pod_and_out_of_order_calls_are_errors() {
     assert_eq!(p.filter(NODE).code, Code::Error, "filter before prefilter");
     assert_eq!(p.prefilter("default/ghost").code, Code::Error);
     assert!(p.reserve(NODE).is_err());
-    assert!(p.bind(NODE).is_err(), "bind without reserve");
+    let err = p.bind("default/ghost", NODE).unwrap_err();
+    assert!(err.reason.contains("pod default/ghost"), "{}", err.reason);
+    let err = p.unreserve("default/ghost", NODE).unwrap_err();
+    assert!(err.reason.contains("pod default/ghost"), "{}", err.reason);
 }
 
 #[test]
@@ -167,7 +170,7 @@ fn slice_events_rebuild_the_index() {
         run(&mut p, "p").unwrap(),
         vec![vec![g("r", "device-9", false, None)]]
     );
-    p.unreserve(NODE);
+    p.unreserve("default/p", NODE).unwrap();
     p.apply(EventKind::Delete, &slice1(&[]).to_string()).unwrap();
     assert_status(
         run(&mut p, "p"),

@@ -91,12 +91,18 @@ impl Guest for Component {
         )
     }
 
-    fn unreserve(node: String) {
-        with_plugin(|| (), |plugin| plugin.unreserve(&node));
+    fn unreserve(pod: String, node: String) -> Result<(), Status> {
+        with_plugin(
+            || Err(not_configured()),
+            |plugin| plugin.unreserve(&pod, &node).map_err(status),
+        )
     }
 
-    fn bind(node: String) -> Result<Vec<ClaimAllocation>, Status> {
-        with_plugin(|| Err(not_configured()), |plugin| allocations(plugin.bind(&node)))
+    fn bind(pod: String, node: String) -> Result<Vec<ClaimAllocation>, Status> {
+        with_plugin(
+            || Err(not_configured()),
+            |plugin| allocations(plugin.bind(&pod, &node)),
+        )
     }
 }
 

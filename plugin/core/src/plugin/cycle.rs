@@ -2,7 +2,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin};
+use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
@@ -13,13 +13,13 @@ use crate::status::Status;
 
 impl Plugin {
     /// PreFilter for the pod `namespace/name`: resolves its claims and starts a cycle.
+    ///
+    /// Reservations of other pods (in their binding cycle) are left alone. A reservation the same
+    /// pod still holds is dropped first, as the scheduler's Unreserve would: a pod is scheduled
+    /// again only after its previous attempt ended.
     pub fn prefilter(&mut self, pod: &str) -> Status {
-        if let Some(c) = &self.cycle
-            && c.reserved.is_some()
-        {
-            // A new cycle drops an unfinished reservation, as the scheduler's Unreserve would.
-            let node = c.reserved.as_ref().map(|r| r.0.clone()).unwrap_or_default();
-            self.unreserve(&node);
+        if self.reservations.contains_key(pod) {
+            self.release(pod);
         }
         self.cycle = None;
         let (status, cycle) = match self.prepare(pod) {
@@ -32,7 +32,6 @@ impl Plugin {
                     pending: Vec::new(),
                     affinity: Vec::new(),
                     nodes: HashMap::new(),
-                    reserved: None,
                 };
                 (s, c)
             }
@@ -74,7 +73,9 @@ impl Plugin {
                 }
             };
             let key = object_key(&ns, &name);
-            let claim = match (self.claims.get(&key), &generated) {
+            // A claim another pod reserved is seen with its in-flight allocation.
+            let stored = self.inflight.get(&key).or_else(|| self.claims.get(&key));
+            let claim = match (stored, &generated) {
                 (Some(c), _) => c.clone(),
                 (None, Some(template)) => {
                     let tkey = object_key(&ns, template);
@@ -149,7 +150,6 @@ impl Plugin {
             pending,
             affinity,
             nodes: HashMap::new(),
-            reserved: None,
         })
     }
 
@@ -292,8 +292,11 @@ impl Plugin {
     /// Reserve: commits the allocation Filter computed for `node` as in-flight.
     pub fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         let cycle = self.cycle("reserve")?;
-        if cycle.reserved.is_some() {
-            return Err(Status::error("reserve called twice in one cycle"));
+        if self.reservations.contains_key(&cycle.pod) {
+            return Err(Status::error(format!(
+                "pod {}: reserve called twice in one cycle",
+                cycle.pod
+            )));
         }
         let r = cycle
             .nodes
@@ -344,6 +347,12 @@ impl Plugin {
             uid: pod.metadata.uid.clone(),
         };
         let cycle = self.cycle.as_ref().expect("checked above");
+        let generated = cycle
+            .claims
+            .iter()
+            .filter(|c| c.generated_for.is_some())
+            .map(|c| c.claim.metadata.name.clone())
+            .collect();
         let mut out = Vec::new();
         let mut staged = Vec::new();
         for (n, &i) in cycle.pending.iter().enumerate() {
@@ -379,20 +388,50 @@ impl Plugin {
             let claim = self.inflight.get(k).cloned().expect("just inserted");
             self.contribute(k, &claim, true);
         }
-        if let Some(c) = &mut self.cycle {
-            c.reserved = Some((node.to_string(), out.clone()));
-        }
+        self.reservations.insert(
+            pod_key,
+            Reservation {
+                uid: pod.metadata.uid.clone(),
+                node: node.to_string(),
+                allocations: out.clone(),
+                generated,
+            },
+        );
         Ok(out)
     }
 
-    /// Unreserve: drops the in-flight allocation of the current cycle.
-    pub fn unreserve(&mut self, node: &str) {
-        let Some(cycle) = &mut self.cycle else { return };
-        let Some((reserved_node, allocs)) = cycle.reserved.take() else {
+    /// Unreserve: drops the in-flight allocation of `pod` (`namespace/name`) reserved on `node`
+    /// (empty = whichever node). Other pods' reservations are untouched.
+    ///
+    /// A pod without a reservation is a no-op that is reported as an `Error` status naming the pod;
+    /// so is a node other than the reserved one (the reservation is then kept).
+    pub fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
+        self.reservation(pod, node, "unreserve")?;
+        self.release(pod);
+        Ok(())
+    }
+
+    /// The reservation of `pod` on `node` (empty = any), or an error naming the pod.
+    fn reservation(&self, pod: &str, node: &str, what: &str) -> Result<&Reservation, Status> {
+        let r = self
+            .reservations
+            .get(pod)
+            .ok_or_else(|| Status::error(format!("pod {pod}: {what} called without a successful reserve")))?;
+        if !node.is_empty() && r.node != node {
+            return Err(Status::error(format!(
+                "pod {pod}: {what} on node {node}, but the pod was reserved on {}",
+                r.node
+            )));
+        }
+        Ok(r)
+    }
+
+    /// Drops a pod's reservation and its in-flight contributions.
+    fn release(&mut self, pod: &str) {
+        let Some(r) = self.reservations.remove(pod) else {
             return;
         };
-        debug_assert!(node.is_empty() || node == reserved_node);
-        for a in allocs {
+        for a in &r.allocations {
             if let Some(claim) = self.inflight.remove(&a.claim) {
                 self.contribute(&a.claim, &claim, false);
             }
@@ -400,57 +439,49 @@ impl Plugin {
         }
     }
 
-    /// Bind (PreBind): records the reserved allocation in the claims' status and the pod's node.
-    pub fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        let cycle = self.cycle("bind")?;
-        let Some((reserved_node, allocs)) = &cycle.reserved else {
-            return Err(Status::error("bind called without a successful reserve"));
-        };
-        if reserved_node != node {
+    /// Bind (PreBind) for `pod` (`namespace/name`) on `node`: records its reserved allocation in
+    /// the claims' status and the pod's node. Works while another pod's cycle is in progress; a
+    /// pod without a reservation (or recreated since Reserve) gets an `Error` status naming it.
+    pub fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        if node.is_empty() {
+            return Err(Status::error(format!("pod {pod}: bind without a node name")));
+        }
+        let r = self.reservation(pod, node, "bind")?;
+        if let Some(p) = self.pods.get(pod)
+            && p.metadata.uid != r.uid
+        {
             return Err(Status::error(format!(
-                "bind on node {node}, but the pod was reserved on {reserved_node}"
+                "pod {pod}: recreated since reserve (uid {} was reserved, the pod is now uid {})",
+                r.uid, p.metadata.uid
             )));
         }
-        let allocs = allocs.clone();
-        let pod_key = cycle.pod.clone();
-        let generated: Vec<(String, String)> = cycle
-            .claims
-            .iter()
-            .filter(|c| c.generated_for.is_some())
-            .map(|c| (c.key.clone(), c.claim.metadata.name.clone()))
-            .collect();
-        let entries: Vec<String> = self
-            .pods
-            .get(&pod_key)
-            .map(|p| p.spec.resource_claims.iter().map(|e| e.name.clone()).collect())
-            .unwrap_or_default();
-        for a in &allocs {
+        let r = self.reservations.remove(pod).expect("checked above");
+        for a in &r.allocations {
             if let Some(claim) = self.inflight.remove(&a.claim) {
                 // Moves from in-flight to stored: contributions stay the same.
                 self.claims.insert(a.claim.clone(), claim);
             }
         }
-        if let Some(pod) = self.pods.get_mut(&pod_key) {
-            pod.spec.node_name = node.to_string();
-            for (_, name) in &generated {
+        if let Some(p) = self.pods.get_mut(pod) {
+            p.spec.node_name = node.to_string();
+            let entries: Vec<String> = p.spec.resource_claims.iter().map(|e| e.name.clone()).collect();
+            for name in &r.generated {
                 if let Some(entry) = entries
                     .iter()
-                    .find(|e| format!("{}-{e}", pod.metadata.name) == *name)
-                    && !pod
-                        .status
-                        .resource_claim_statuses
-                        .iter()
-                        .any(|s| s.name == *entry)
+                    .find(|e| format!("{}-{e}", p.metadata.name) == *name)
+                    && !p.status.resource_claim_statuses.iter().any(|s| s.name == *entry)
                 {
-                    pod.status.resource_claim_statuses.push(PodResourceClaimStatus {
+                    p.status.resource_claim_statuses.push(PodResourceClaimStatus {
                         name: entry.clone(),
                         resource_claim_name: Some(name.clone()),
                     });
                 }
             }
         }
-        self.cycle = None;
-        Ok(allocs)
+        if self.cycle.as_ref().is_some_and(|c| c.pod == pod) {
+            self.cycle = None;
+        }
+        Ok(r.allocations)
     }
 }
 

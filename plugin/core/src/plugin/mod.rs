@@ -6,6 +6,10 @@
 //! node, [`Plugin::reserve`] on the chosen node, and [`Plugin::bind`] (what PreBind writing
 //! `status.allocation` does) or [`Plugin::unreserve`].
 //!
+//! As in kube-scheduler, pod A's binding cycle (Bind or Unreserve) may run while pod B's
+//! scheduling cycle (PreFilter..Reserve) is in progress: reservations are kept per pod, apart from
+//! the current cycle, and Bind and Unreserve name the pod they are for.
+//!
 //! State derived from objects is maintained as follows:
 //! - allocated devices, shared allocations and consumed capacity are updated per claim event
 //!   (the old contribution is removed, the new one added);
@@ -93,7 +97,19 @@ struct Cycle {
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
     nodes: HashMap<String, NodeResult>,
-    reserved: Option<(String, Vec<ClaimAllocation>)>,
+}
+
+/// A pod's in-flight reservation: made by Reserve, ended by Bind or Unreserve. Kept per pod,
+/// apart from the current cycle, so that the next pod's cycle never disturbs it.
+#[derive(Clone, Debug)]
+struct Reservation {
+    /// The pod's UID at Reserve (empty when the pod has none): a recreated pod with the same
+    /// name is not the reserved one.
+    uid: String,
+    node: String,
+    allocations: Vec<ClaimAllocation>,
+    /// Names of the claims generated from templates for this pod (created on bind).
+    generated: Vec<String>,
 }
 
 /// Plugin state: the cluster's DRA objects, indexed, plus the current scheduling cycle.
@@ -118,6 +134,8 @@ pub struct Plugin {
     known_values: HashMap<(String, DeviceKey), Values>,
     locks: RefCell<HashMap<DeviceKey, LockState>>,
     cycle: Option<Cycle>,
+    /// In-flight reservations by pod key (`namespace/name`).
+    reservations: BTreeMap<String, Reservation>,
 }
 
 impl Plugin {
@@ -141,6 +159,7 @@ impl Plugin {
             known_values: HashMap::new(),
             locks: RefCell::new(HashMap::new()),
             cycle: None,
+            reservations: BTreeMap::new(),
         })
     }
 
@@ -342,7 +361,7 @@ impl Plugin {
             self.slices_dirty = false;
             if previous.is_some()
                 && let Some(c) = &mut self.cycle
-                && c.reserved.is_none()
+                && !self.reservations.contains_key(&c.pod)
             {
                 c.status =
                     Status::error("ResourceSlices changed during the scheduling cycle; run PreFilter again");
@@ -382,6 +401,11 @@ impl Plugin {
     /// A claim as currently stored (allocated claims include our bound allocations).
     pub fn claim(&self, key: &str) -> Option<&ResourceClaim> {
         self.claims.get(key)
+    }
+
+    /// The node a pod is reserved on (Reserve done, Bind or Unreserve not yet).
+    pub fn reserved_node(&self, pod: &str) -> Option<&str> {
+        self.reservations.get(pod).map(|r| r.node.as_str())
     }
 
     /// A pod as currently stored.

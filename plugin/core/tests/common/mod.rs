@@ -282,7 +282,7 @@ pub fn run(p: &mut Plugin, pod: &str) -> Result<Vec<Vec<Got>>, Status> {
 /// Schedules `pod` and binds it on node-1 (panics when it does not fit).
 pub fn schedule(p: &mut Plugin, pod: &str) -> Vec<Vec<Got>> {
     let got = run(p, pod).unwrap_or_else(|s| panic!("pod {pod}: {s}"));
-    p.bind(NODE).expect("bind");
+    p.bind(&format!("{NS}/{pod}"), NODE).expect("bind");
     got
 }
 

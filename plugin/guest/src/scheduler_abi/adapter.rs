@@ -70,14 +70,11 @@ impl Backend for Plugin {
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::reserve(self, node)
     }
-    fn unreserve(&mut self, _pod: &str, node: &str) -> Result<(), Status> {
-        // TEMPORARY until the core keeps reservations per pod (issue 9).
-        Plugin::unreserve(self, node);
-        Ok(())
+    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
+        Plugin::unreserve(self, pod, node)
     }
-    fn bind(&mut self, _pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        // TEMPORARY until the core keeps reservations per pod (issue 9).
-        Plugin::bind(self, node)
+    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        Plugin::bind(self, pod, node)
     }
     fn stored_allocation(&self, claim: &str) -> Option<Option<AllocationResult>> {
         Plugin::claim(self, claim).map(|c| c.status.allocation.clone())
