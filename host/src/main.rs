@@ -72,7 +72,7 @@ struct ReplayArgs {
     /// Default: async with --engine kswe (the only engine that binds asynchronously), else sync.
     #[arg(long, value_enum)]
     binding: Option<BindingMode>,
-    /// With --engine kswe: the guest's argv (upstream `PluginConfig.Args`, no implicit argv[0]),
+    /// With --engine kswe: the guest's argv (upstream `PluginConfig.Args`, no implicit program name),
     /// for WASI guests that read it. Takes every following argument, so put it last.
     #[arg(long = "guest-args", value_name = "ARG", num_args = 1.., allow_hyphen_values = true)]
     guest_args: Vec<String>,

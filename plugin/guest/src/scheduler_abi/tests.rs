@@ -23,7 +23,7 @@ struct Fake {
 thread_local! {
     static GENERATION: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     /// What the fake core's `stored_allocation` answers, by claim.
-    static STORED: RefCell<BTreeMap<String, Option<AllocationResult>>> = RefCell::new(BTreeMap::new());
+    static STORED: RefCell<BTreeMap<String, Option<AllocationResult>>> = const { RefCell::new(BTreeMap::new()) };
 }
 
 fn allocation(device: &str) -> AllocationResult {
