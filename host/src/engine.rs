@@ -25,6 +25,24 @@ pub trait Engine {
     fn unreserve(&mut self, node: &str);
     /// Bind: records the allocation in the plugin's state.
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// Whether the engine runs binding cycles apart from scheduling cycles
+    /// ([`Engine::permit`] and [`Engine::binding_cycle`]; `--binding async`).
+    fn async_binding(&self) -> bool {
+        false
+    }
+    /// Permit on the reserved node: the end of the scheduling cycle when binding is asynchronous.
+    fn permit(&mut self, _node: &str) -> Result<(), Status> {
+        Ok(())
+    }
+    /// The binding cycle of `pod` (`namespace/name`) reserved on `node` (PreBind, Bind, PostBind;
+    /// Unreserve when it fails), run while a later pod's scheduling cycle is in progress.
+    fn binding_cycle(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        let _ = (pod, node);
+        Err(Status::error(format!(
+            "the {} engine binds synchronously only",
+            self.name()
+        )))
+    }
     /// Messages the plugin logged since the last call, one line each (a KSWE guest logs through
     /// `k8s.io/klog`, for example the objects it refused); engines without a log return none.
     fn take_logs(&mut self) -> Vec<String> {

@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! sharing-affinity replay CLUSTER.json|SCENARIO_DIR [--engine native|component|kswe] [--plugin FILE.wasm]
-//!     [--config CONFIG.json] [--output table|json] [--explain] [--fuel N]
+//!     [--config CONFIG.json] [--output table|json] [--explain] [--fuel N] [--binding sync|async]
+//!     [--guest-args ARG...]
 //! sharing-affinity generate --nodes N --devices-per-node D [--pods P] [--running R] [--affinity-keys K]
 //!     [--groups G] [--profile nic|gpu|fpga|rdma|plain] [--seed S] [--extractors-in-config] [--burst B]
 //!     [--out DIR]
@@ -23,9 +24,9 @@ use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::generate::{self, Profile, Spec};
-use sharing_affinity_host::kswe::KsweEngine;
+use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweModule, TrapPolicy};
 use sharing_affinity_host::native::NativeEngine;
-use sharing_affinity_host::replay::{Cluster, replay};
+use sharing_affinity_host::replay::{Binding, Cluster, replay_with};
 use sharing_affinity_host::{artifact, report, simulate};
 use wasmtime::error::Context;
 use wasmtime::{Result, bail, format_err};
@@ -155,6 +156,23 @@ struct ReplayArgs {
     /// `Error` status for that call. Only with --engine component.
     #[arg(long, value_name = "N")]
     fuel: Option<u64>,
+    /// When binding cycles run: `sync` right after each pod's scheduling cycle; `async` as
+    /// kube-scheduler does, pod N's binding cycle after pod N+1's scheduling cycle has started.
+    /// Default: async with --engine kswe (the only engine that binds asynchronously), else sync.
+    #[arg(long, value_enum)]
+    binding: Option<BindingMode>,
+    /// With --engine kswe: the guest's argv (upstream `PluginConfig.Args`, no implicit program name),
+    /// for WASI guests that read it. Takes every following argument, so put it last.
+    #[arg(long = "guest-args", value_name = "ARG", num_args = 1.., allow_hyphen_values = true)]
+    guest_args: Vec<String>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum BindingMode {
+    /// Each binding cycle right after its scheduling cycle.
+    Sync,
+    /// Binding cycles interleaved with the next pod's scheduling cycle.
+    Async,
 }
 
 /// The engines the CLI can run; each has an arm in [`make_engine`].
@@ -203,9 +221,13 @@ fn run_replay(args: &ReplayArgs) -> Result<()> {
         None => String::new(),
     };
     let mut engine = make_engine(args, &config)?;
+    let binding = match (args.binding, args.engine) {
+        (Some(BindingMode::Sync), _) | (None, EngineKind::Native | EngineKind::Component) => Binding::Sync,
+        (Some(BindingMode::Async), _) | (None, EngineKind::Kswe) => Binding::Async,
+    };
 
     let bar = progress_bar(cluster.pending.len());
-    let result = replay(engine.as_mut(), &cluster, &mut || bar.inc(1))?;
+    let result = replay_with(engine.as_mut(), &cluster, binding, &mut || bar.inc(1))?;
     bar.finish_and_clear();
 
     for rejected in &result.rejected {
@@ -276,6 +298,9 @@ fn resolve_inputs(args: &ReplayArgs) -> Result<(PathBuf, Option<PathBuf>)> {
 
 fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
     match args.engine {
+        _ if !args.guest_args.is_empty() && args.engine != EngineKind::Kswe => {
+            bail!("--guest-args applies to --engine kswe only (KSWE guests read it as WASI argv)")
+        }
         EngineKind::Native => {
             if args.plugin.is_some() || args.fuel.is_some() {
                 bail!("--plugin and --fuel apply to wasm engines, not to --engine native");
@@ -294,9 +319,17 @@ fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
                 None => artifact::default_kswe_module()?,
             };
             let wasm = artifact::read_kswe_module(&path)?;
-            Ok(Box::new(
-                KsweEngine::new(&wasm, config).with_context(|| plugin_label(&path))?,
-            ))
+            let config = KsweConfig {
+                guest_config: config.to_string(),
+                args: args.guest_args.clone(),
+                trap_policy: TrapPolicy::Replace,
+                ..KsweConfig::default()
+            };
+            let engine = KsweModule::new(&wasm)
+                .and_then(|module| KsweEngine::with_config(&module, config))
+                .with_context(|| plugin_label(&path))?;
+            eprintln!("kswe: EventsToRegister: {}", engine.registered_events());
+            Ok(Box::new(engine))
         }
         EngineKind::Component => {
             let path = match &args.plugin {
@@ -397,6 +430,31 @@ mod tests {
     }
 
     #[test]
+    fn binding_modes_and_guest_args_parse() {
+        let a = args(&[
+            "c.json",
+            "--engine",
+            "kswe",
+            "--binding",
+            "sync",
+            "--guest-args",
+            "test",
+            "-v",
+        ]);
+        assert_eq!(a.binding, Some(BindingMode::Sync));
+        assert_eq!(a.guest_args, ["test", "-v"]);
+        assert_eq!(
+            args(&["c.json", "--binding", "async"]).binding,
+            Some(BindingMode::Async)
+        );
+        assert_eq!(
+            args(&["c.json"]).binding,
+            None,
+            "the default depends on the engine"
+        );
+    }
+
+    #[test]
     fn options_that_do_not_apply_to_an_engine_are_errors() {
         // These fail before any guest is built or read.
         let cases: &[(&[&str], &str)] = &[
@@ -408,6 +466,10 @@ mod tests {
             (
                 &["--engine", "native", "--plugin", "p.wasm"],
                 "not to --engine native",
+            ),
+            (
+                &["--engine", "component", "--guest-args", "x"],
+                "--guest-args applies to --engine kswe only",
             ),
         ];
         for (line, expected) in cases {

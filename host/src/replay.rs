@@ -7,6 +7,10 @@
 //! pod: prefilter; filter on every node in name order (each call timed); score on the feasible nodes;
 //! the highest score wins (ties: the smaller node name); reserve and bind there, and unreserve when
 //! bind fails. When prefilter fails, every node gets its status.
+//!
+//! [`Binding::Async`] runs binding cycles as kube-scheduler does: the scheduling cycle ends at
+//! Permit, and pod N's binding cycle runs after pod N+1's scheduling cycle has started (right after
+//! its PreFilter, the point that exposes the most shared state).
 
 use std::path::Path;
 use std::time::Instant;
@@ -158,9 +162,39 @@ pub struct Replay {
     pub guest_memory_bytes: Option<u64>,
 }
 
-/// Loads the cluster into the engine and schedules its pending pods. `progress` is called after
-/// each pod. Only a failure to load (for example a trap while loading) is an error.
+/// When a pod's binding cycle runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Binding {
+    /// Right after the pod's scheduling cycle, before the next pod's starts.
+    #[default]
+    Sync,
+    /// After Permit, interleaved with the next pod's scheduling cycle: pod N's binding cycle runs
+    /// right after pod N+1's PreFilter (the last pod's after its own cycle). Needs an engine with
+    /// [`Engine::async_binding`].
+    Async,
+}
+
+/// Loads the cluster into the engine and schedules its pending pods, binding synchronously.
+/// `progress` is called after each pod. Only a failure to load (for example a trap while
+/// loading) is an error.
 pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnMut()) -> Result<Replay> {
+    replay_with(engine, cluster, Binding::Sync, progress)
+}
+
+/// As [`replay`], with the given binding mode. `Binding::Async` with an engine that binds
+/// synchronously only is an error.
+pub fn replay_with(
+    engine: &mut dyn Engine,
+    cluster: &Cluster,
+    binding: Binding,
+    progress: &mut dyn FnMut(),
+) -> Result<Replay> {
+    if binding == Binding::Async && !engine.async_binding() {
+        return Err(format_err!(
+            "asynchronous binding: the {} engine binds synchronously only (use --binding sync)",
+            engine.name()
+        ));
+    }
     let mut rejected = cluster.invalid.clone();
     rejected.extend(
         engine
@@ -168,13 +202,26 @@ pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnM
             .context("loading the cluster into the plugin")?,
     );
     let mut samples = Samples::default();
-    let mut pods = Vec::with_capacity(cluster.pending.len());
+    let mut pods: Vec<PodOutcome> = Vec::with_capacity(cluster.pending.len());
+    // The pod (index into `pods`) whose binding cycle waits, and its node.
+    let mut deferred: Option<(usize, String)> = None;
     for pod in &cluster.pending {
         let start = Instant::now();
-        pods.push(schedule(engine, pod, &cluster.nodes, &mut samples));
+        let (mut outcome, reserved) = {
+            let mut between = |e: &mut dyn Engine| run_deferred(e, &mut deferred, &mut pods);
+            scheduling_cycle(engine, pod, &cluster.nodes, &mut samples, binding, &mut between)
+        };
+        if let Some(node) = reserved {
+            match binding {
+                Binding::Sync => bind_now(engine, &mut outcome, node),
+                Binding::Async => deferred = Some((pods.len(), node)),
+            }
+        }
         samples.cycle.push(nanos(start));
+        pods.push(outcome);
         progress();
     }
+    run_deferred(engine, &mut deferred, &mut pods);
     Ok(Replay {
         engine: engine.name(),
         rejected,
@@ -184,8 +231,58 @@ pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnM
     })
 }
 
-/// One scheduling cycle for `pod` over `nodes` (sorted by name), adding its latencies to `samples`.
+/// Runs the waiting binding cycle, if any, and records its result in its pod's outcome.
+fn run_deferred(engine: &mut dyn Engine, deferred: &mut Option<(usize, String)>, pods: &mut [PodOutcome]) {
+    let Some((index, node)) = deferred.take() else {
+        return;
+    };
+    let Some(outcome) = pods.get_mut(index) else {
+        return;
+    };
+    match engine.binding_cycle(&outcome.pod, &node) {
+        Ok(allocations) => {
+            outcome.allocations = allocations;
+            outcome.node = Some(node);
+        }
+        Err(status) => outcome.error = Some(format!("bind on node {node}: {status}")),
+    }
+}
+
+/// Binds synchronously: bind, and unreserve when it fails.
+fn bind_now(engine: &mut dyn Engine, outcome: &mut PodOutcome, node: String) {
+    match engine.bind(&node) {
+        Ok(allocations) => {
+            outcome.allocations = allocations;
+            outcome.node = Some(node);
+        }
+        Err(status) => {
+            outcome.error = Some(format!("bind on node {node}: {status}"));
+            engine.unreserve(&node);
+        }
+    }
+}
+
+/// One scheduling and binding cycle for `pod` over `nodes` (sorted by name), adding its latencies
+/// to `samples`.
 pub fn schedule(engine: &mut dyn Engine, pod: &str, nodes: &[String], samples: &mut Samples) -> PodOutcome {
+    let (mut outcome, reserved) = scheduling_cycle(engine, pod, nodes, samples, Binding::Sync, &mut |_| {});
+    if let Some(node) = reserved {
+        bind_now(engine, &mut outcome, node);
+    }
+    outcome
+}
+
+/// The scheduling cycle: PreFilter, then `between` (a waiting binding cycle), Filter, Score,
+/// Reserve, and with async binding Permit. Returns the outcome so far and the reserved node when
+/// the pod is to be bound.
+fn scheduling_cycle(
+    engine: &mut dyn Engine,
+    pod: &str,
+    nodes: &[String],
+    samples: &mut Samples,
+    binding: Binding,
+    between: &mut dyn FnMut(&mut dyn Engine),
+) -> (PodOutcome, Option<String>) {
     let mut outcome = PodOutcome {
         pod: pod.to_string(),
         node: None,
@@ -196,6 +293,7 @@ pub fn schedule(engine: &mut dyn Engine, pod: &str, nodes: &[String], samples: &
     let start = Instant::now();
     let pre = engine.prefilter(pod);
     samples.prefilter.push(nanos(start));
+    between(engine);
     if !pre.is_success() {
         outcome.nodes = nodes
             .iter()
@@ -205,7 +303,7 @@ pub fn schedule(engine: &mut dyn Engine, pod: &str, nodes: &[String], samples: &
                 score: None,
             })
             .collect();
-        return outcome;
+        return (outcome, None);
     }
     for node in nodes {
         let start = Instant::now();
@@ -231,27 +329,26 @@ pub fn schedule(engine: &mut dyn Engine, pod: &str, nodes: &[String], samples: &
             Err(status) => {
                 // As in kube-scheduler, a failing score plugin fails the whole cycle.
                 outcome.error = Some(format!("score on node {}: {status}", entry.node));
-                return outcome;
+                return (outcome, None);
             }
         }
     }
-    let Some((_, node)) = best else { return outcome };
+    let Some((_, node)) = best else {
+        return (outcome, None);
+    };
     if let Err(status) = engine.reserve(&node) {
         outcome.error = Some(format!("reserve on node {node}: {status}"));
         engine.unreserve(&node);
-        return outcome;
+        return (outcome, None);
     }
-    match engine.bind(&node) {
-        Ok(allocations) => {
-            outcome.allocations = allocations;
-            outcome.node = Some(node);
-        }
-        Err(status) => {
-            outcome.error = Some(format!("bind on node {node}: {status}"));
-            engine.unreserve(&node);
-        }
+    if binding == Binding::Async
+        && let Err(status) = engine.permit(&node)
+    {
+        outcome.error = Some(format!("permit on node {node}: {status}"));
+        engine.unreserve(&node);
+        return (outcome, None);
     }
-    outcome
+    (outcome, Some(node))
 }
 
 fn nanos(start: Instant) -> u64 {

@@ -222,7 +222,7 @@ fn guest_exports_the_documented_hooks_only() {
     let host = module.host(KsweConfig::default()).unwrap();
     let mask = host.mask();
     assert!(
-        mask.filter && mask.score && mask.reserve && mask.bind && !mask.permit,
+        mask.filter && mask.score && mask.reserve && mask.bind && mask.permit,
         "{mask:?}"
     );
     use sharing_affinity_host::kswe::load::bits;
@@ -264,6 +264,7 @@ fn guest_exports_the_documented_hooks_only() {
         "score",
         "reserve",
         "unreserve",
+        "permit",
         "prebind",
     ]
     .to_vec();

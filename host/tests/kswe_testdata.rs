@@ -649,3 +649,53 @@ fn tinygo_cyclestate_guest_stays_coherent_over_full_cycles() {
         assert!(report.logged.is_empty(), "{p}: {:?}", report.logged);
     }
 }
+
+/// The CLI passes `--guest-args` to the guest as WASI argv (upstream `PluginConfig.Args`): the
+/// upstream `score` guest with `test preScore` answers PreScore with the number of filtered
+/// nodes as its code (2 = Unschedulable for two nodes), so the replay reports the failed score;
+/// without argv the noop plugin scores 0 and the pod is bound. The CLI also reports the events
+/// registered at start (the guest has no `enqueue`: upstream's defaults).
+#[test]
+fn cli_passes_guest_args_as_argv() {
+    let dir = testdata_or_skip!();
+    let cluster = std::env::temp_dir().join(format!("sa-guest-args-{}.json", std::process::id()));
+    std::fs::write(
+        &cluster,
+        r#"{"kind":"List","items":[
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}},
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"n2"}},
+            {"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u"}}]}"#,
+    )
+    .unwrap();
+    let run = |extra: &[&str]| {
+        let output = std::process::Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+            .arg("replay")
+            .arg(&cluster)
+            .args(["--engine", "kswe", "--output", "json", "--plugin"])
+            .arg(dir.join("guest/testdata/score/main.wasm"))
+            .args(extra)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr).into_owned();
+        assert!(output.status.success(), "{extra:?}: {stderr}");
+        let report: serde_json::Value = serde_json::from_slice(&output.stdout).unwrap();
+        (report["pods"][0].clone(), stderr)
+    };
+    let (pod, stderr) = run(&["--guest-args", "test", "preScore"]);
+    assert_eq!(pod["node"], serde_json::Value::Null, "{pod}");
+    let error = pod["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("unexpected status code 2") || error.contains("Unschedulable"),
+        "{pod}"
+    );
+    assert!(
+        stderr.contains("kswe: EventsToRegister: upstream's defaults"),
+        "{stderr}"
+    );
+    let (pod, _) = run(&[]);
+    assert_eq!(
+        pod["node"], "n1",
+        "noop plugin: every score 0, the first node wins: {pod}"
+    );
+    std::fs::remove_file(&cluster).unwrap();
+}

@@ -2,7 +2,8 @@
 //! and the CLI with `--engine kswe`.
 //!
 //! For each scenario directory there is one trial per engine (`native/<scenario>`,
-//! `component/<scenario>`, `kswe/<scenario>`). A trial replays `cluster.json` (with `config.json` as
+//! `component/<scenario>`, `kswe/<scenario>`, and `kswe-async/<scenario>` with kube-scheduler's
+//! asynchronous binding). A trial replays `cluster.json` (with `config.json` as
 //! the plugin configuration when present) and compares the JSON report without `timing` to
 //! `expected.json`, printing a diff on mismatch. The component and kswe trials also require
 //! decisions identical to the native engine's, and no trapped call during the replay (the kswe
@@ -23,7 +24,9 @@ use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
-use sharing_affinity_host::replay::{Cluster, PodOutcome, Replay, replay, scenario_dirs, schedule};
+use sharing_affinity_host::replay::{
+    Binding, Cluster, PodOutcome, Replay, replay, replay_with, scenario_dirs, schedule,
+};
 use sharing_affinity_host::report;
 
 fn main() {
@@ -42,7 +45,13 @@ fn main() {
         trials.push(Trial::test(format!("component/{name}"), move || {
             golden_component(&component_dir)
         }));
-        trials.push(Trial::test(format!("kswe/{name}"), move || golden_kswe(&dir)));
+        let kswe_dir = dir.clone();
+        trials.push(Trial::test(format!("kswe/{name}"), move || {
+            golden_kswe(&kswe_dir, Binding::Sync)
+        }));
+        trials.push(Trial::test(format!("kswe-async/{name}"), move || {
+            golden_kswe(&dir, Binding::Async)
+        }));
     }
     trials.push(Trial::test(
         "cli/engine-kswe-replays-a-scenario-and-names-the-engine",
@@ -151,10 +160,14 @@ fn golden_component(dir: &Path) -> Result<(), Failed> {
     }
 }
 
-fn golden_kswe(dir: &Path) -> Result<(), Failed> {
+/// The KSWE engine with synchronous or asynchronous binding (pod N's binding cycle after pod
+/// N+1's PreFilter): the same decisions as the native engine either way.
+fn golden_kswe(dir: &Path, binding: Binding) -> Result<(), Failed> {
     let expected = if blessing() { None } else { Some(expected(dir)?) };
     let mut engine = KsweEngine::from_module(kswe_module()?, &config(dir)?).map_err(|e| format!("{e:#}"))?;
-    let actual = report::decisions(&run(&mut engine, dir)?);
+    let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
+    let replayed = replay_with(&mut engine, &cluster, binding, &mut || {}).map_err(|e| format!("{e:#}"))?;
+    let actual = report::decisions(&replayed);
     let logs = engine.take_logs();
     if engine.traps() > 0 || !logs.is_empty() {
         return Err(format!(
@@ -164,9 +177,10 @@ fn golden_kswe(dir: &Path) -> Result<(), Failed> {
         )
         .into());
     }
-    compare(&report::decisions(&native(dir)?), &actual, "native", "kswe")?;
+    let name = format!("kswe ({binding:?} binding)");
+    compare(&report::decisions(&native(dir)?), &actual, "native", &name)?;
     match expected {
-        Some(expected) => compare(&expected, &actual, "expected.json", "kswe"),
+        Some(expected) => compare(&expected, &actual, "expected.json", &name),
         None => Ok(()),
     }
 }

@@ -136,6 +136,9 @@ pub struct Cluster {
     pub node_bytes: HashMap<String, RevisionBytes>,
     /// The last change feed built, by (cursor, store revision).
     pub feed_cache: Option<(String, u64, Arc<String>)>,
+    /// Fault injection for tests: the next call of this `k8s.io/scheduler` getter traps (once),
+    /// as a Go host panic would. Set with `KsweHost::inject_trap`.
+    pub trap_next: Option<String>,
 }
 
 /// State shared by all instances: settings and the cluster.

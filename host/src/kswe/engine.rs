@@ -14,10 +14,24 @@
 //! NormalizeScore; the later Score calls read the batch. A Permit `Wait` is an `Error` (the replay
 //! has no waiting pods).
 //!
-//! Traps: the engine uses [`TrapPolicy::Replace`], so a trapped instance is dropped and the next
-//! call gets a fresh one, whose state comes back from the feed (a full resync on its first pull).
-//! When that happens mid-cycle, the engine re-runs PreFilter for the current pod before the next
-//! hook, so the cycle state is restored too.
+//! Binding: with [`Engine::bind`] (`--binding sync`) Permit, PreBind, Bind and PostBind run
+//! right after Reserve. The engine also implements asynchronous binding (`--binding async`, the
+//! CLI's default for this engine): [`Engine::permit`] ends the scheduling cycle (upstream hands the
+//! scheduling instance to the pod's binding cycle there) and [`Engine::binding_cycle`] runs
+//! PreBind, Bind, the default binder and PostBind later, while the next pod's scheduling cycle is
+//! in progress, with Unreserve (on the scheduling instance, as upstream) when it fails.
+//!
+//! At start the engine calls `EventsToRegister` (the guest's `enqueue`), as kube-scheduler does
+//! when it builds the framework; [`KsweEngine::registered_events`] tells what the guest registered.
+//!
+//! Traps: by default the engine uses [`TrapPolicy::Replace`], so a trapped instance is dropped and
+//! the next call gets a fresh one, whose state comes back from the feed (a full resync on its first
+//! pull); when that happens mid-cycle, the engine re-runs PreFilter for the current pod before the
+//! next hook, so the cycle state is restored too. With [`TrapPolicy::Reuse`]
+//! ([`KsweEngine::with_config`]) the engine behaves exactly as upstream: the trapped instance stays
+//! in the pool and nothing is re-run, so the guest itself must recover.
+
+use std::collections::BTreeMap;
 
 use sharing_affinity_core::object::Object;
 use sharing_affinity_core::plugin::ClaimAllocation;
@@ -25,7 +39,7 @@ use sharing_affinity_core::{Code, Status};
 
 use super::abi::{KsweStatus, code};
 use super::context::{DraWrite, LogRecord};
-use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, TrapPolicy};
+use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, RegisteredEvents, TrapPolicy};
 use super::load::bits;
 use super::store::Change;
 use crate::engine::Engine;
@@ -37,6 +51,10 @@ pub struct KsweEngine {
     restore: bool,
     traps: u64,
     cycle: CycleState,
+    policy: TrapPolicy,
+    events: RegisteredEvents,
+    /// Pods past Permit whose binding cycle has not run yet, by `namespace/name`.
+    permitted: BTreeMap<String, PreparedPod>,
 }
 
 /// What the engine remembers between the hooks of one scheduling cycle.
@@ -107,17 +125,38 @@ impl KsweEngine {
     pub fn from_module(module: &KsweModule, guest_config: &str) -> wasmtime::Result<KsweEngine> {
         let config = KsweConfig {
             guest_config: guest_config.to_string(),
-            dra_extension: true,
             trap_policy: TrapPolicy::Replace,
             ..KsweConfig::default()
         };
+        KsweEngine::with_config(module, config)
+    }
+
+    /// An engine with a full plugin configuration (guest argv, log severity, trap policy). The
+    /// DRA extension is always provided. Calls `EventsToRegister`; a trap there is the Go host's
+    /// panic at start-up, an error here.
+    pub fn with_config(module: &KsweModule, config: KsweConfig) -> wasmtime::Result<KsweEngine> {
+        let policy = config.trap_policy;
+        let config = KsweConfig {
+            dra_extension: true,
+            ..config
+        };
+        let mut host = module.host(config)?;
+        let events = host.events_to_register()?;
         Ok(KsweEngine {
-            host: module.host(config)?,
+            host,
             pod: None,
             restore: false,
             traps: 0,
             cycle: CycleState::default(),
+            policy,
+            events,
+            permitted: BTreeMap::new(),
         })
+    }
+
+    /// What `EventsToRegister` returned at start.
+    pub fn registered_events(&self) -> &RegisteredEvents {
+        &self.events
     }
 
     /// How many guest calls failed (a trap or an exit); each failed instance was replaced.
@@ -192,8 +231,55 @@ impl KsweEngine {
     }
 
     fn after(&mut self, status: &KsweStatus) {
-        self.restore |= status.trapped;
+        self.restore |= status.trapped && self.policy == TrapPolicy::Replace;
         self.traps += u64::from(status.trapped);
+    }
+
+    /// Permit (when exported): the end of the scheduling cycle; upstream moves the scheduling
+    /// instance to the pod's binding cycle.
+    fn permit_pod(&mut self, pod: &PreparedPod, node: &str) -> Result<(), Status> {
+        if !self.host.mask().permit {
+            return Ok(());
+        }
+        let (status, _) = self.host.permit(pod, node).map_err(host_error)?;
+        self.after(&status);
+        if status.is_success() {
+            Ok(())
+        } else {
+            Err(to_status(&status))
+        }
+    }
+
+    /// The binding cycle: PreBind, Bind, the default binder (when Bind skips), PostBind.
+    fn bind_pod(&mut self, pod: &PreparedPod, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        let mask = self.host.mask();
+        let mut written = Vec::new();
+        if mask.bind {
+            let (status, allocations) = self.host.prebind(pod, node).map_err(host_error)?;
+            self.traps += u64::from(status.trapped);
+            if !status.is_success() {
+                return Err(to_status(&status));
+            }
+            written = allocations;
+            let status = self.host.bind(pod, node).map_err(host_error)?;
+            self.traps += u64::from(status.trapped);
+            if status.code != code::SUCCESS && status.code != code::SKIP {
+                return Err(to_status(&status));
+            }
+        }
+        let key = super::store::pod_key(&pod.pod);
+        self.host
+            .cluster()
+            .store
+            .bind_pod(&key, node)
+            .map_err(Status::error)?;
+        if mask.bind {
+            // A failed PostBind is only logged, as upstream; it still counts as a trap.
+            if self.host.postbind(pod, node).map_err(host_error)?.is_some() {
+                self.traps += 1;
+            }
+        }
+        Ok(allocations(written))
     }
 }
 
@@ -324,48 +410,42 @@ impl Engine for KsweEngine {
         }
         // A failed Unreserve is only logged upstream; the host keeps the log record.
         if let Ok(Some(_)) = self.host.unreserve(&pod, node) {
-            self.restore = true;
+            self.restore = self.policy == TrapPolicy::Replace;
             self.traps += 1;
         }
     }
 
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         let pod = self.before("bind")?;
-        let mask = self.host.mask();
-        if mask.permit {
-            let (status, _) = self.host.permit(&pod, node).map_err(host_error)?;
-            self.after(&status);
-            if !status.is_success() {
-                return Err(to_status(&status));
-            }
-        }
-        let mut written = Vec::new();
-        if mask.bind {
-            let (status, allocations) = self.host.prebind(&pod, node).map_err(host_error)?;
-            self.after(&status);
-            if !status.is_success() {
-                return Err(to_status(&status));
-            }
-            written = allocations;
-            let status = self.host.bind(&pod, node).map_err(host_error)?;
-            self.after(&status);
-            if status.code != code::SUCCESS && status.code != code::SKIP {
-                return Err(to_status(&status));
-            }
-        }
-        let key = super::store::pod_key(&pod.pod);
-        self.host
-            .cluster()
-            .store
-            .bind_pod(&key, node)
-            .map_err(Status::error)?;
-        if mask.bind {
-            // A failed PostBind is only logged, as upstream; it still counts as a trap.
-            if self.host.postbind(&pod, node).map_err(host_error)?.is_some() {
+        self.permit_pod(&pod, node)?;
+        self.bind_pod(&pod, node)
+    }
+
+    fn async_binding(&self) -> bool {
+        true
+    }
+
+    fn permit(&mut self, node: &str) -> Result<(), Status> {
+        let pod = self.before("permit")?;
+        self.permit_pod(&pod, node)?;
+        self.permitted.insert(super::store::pod_key(&pod.pod), pod);
+        Ok(())
+    }
+
+    fn binding_cycle(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        let Some(prepared) = self.permitted.remove(pod) else {
+            return Err(Status::error(format!(
+                "pod {pod}: binding cycle without a successful permit"
+            )));
+        };
+        let result = self.bind_pod(&prepared, node);
+        if result.is_err() && self.host.mask().reserve {
+            // The framework's Unreserve, on the scheduling instance as upstream.
+            if let Ok(Some(_)) = self.host.unreserve(&prepared, node) {
                 self.traps += 1;
             }
         }
-        Ok(allocations(written))
+        result
     }
 }
 

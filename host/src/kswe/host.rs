@@ -91,6 +91,25 @@ pub enum RegisteredEvents {
     Guest(Vec<ClusterEvent>),
 }
 
+impl std::fmt::Display for RegisteredEvents {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RegisteredEvents::Default => write!(
+                f,
+                "upstream's defaults (no enqueue export, or no event returned): Pod, Node, CSINode, \
+                 PersistentVolume, PersistentVolumeClaim, StorageClass, each with all actions"
+            ),
+            RegisteredEvents::Guest(events) => {
+                let list: Vec<String> = events
+                    .iter()
+                    .map(|e| format!("{} (actions {:#x})", e.resource, e.action_type))
+                    .collect();
+                write!(f, "{}", list.join(", "))
+            }
+        }
+    }
+}
+
 /// PostFilter's result: always present when the guest was called (upstream returns non-nil).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostFilterResult {
@@ -234,6 +253,13 @@ impl KsweHost {
     /// Locks the cluster state (objects, waiting pods, logs, events).
     pub fn cluster(&self) -> MutexGuard<'_, Cluster> {
         self.factory.shared.cluster()
+    }
+
+    /// Fault injection for tests: the next call of the `k8s.io/scheduler` getter `import`
+    /// (`currentPod`, `currentNodeName`, ...) traps once, as when the Go host panics in a host
+    /// function. The trap policy then decides what happens to the instance.
+    pub fn inject_trap(&self, import: &str) {
+        self.cluster().trap_next = Some(import.to_string());
     }
 
     /// Takes the klog records collected so far.

@@ -80,6 +80,13 @@ fn marshal_if_under_limit(
 
 /// The current call's stack, or the Go host's type-assertion panic when no callback is running.
 fn stack<'a>(caller: &'a mut C<'_>, frame: (&str, &str)) -> wasmtime::Result<&'a mut CallStack> {
+    {
+        let mut cluster = caller.data().shared.cluster();
+        if cluster.trap_next.as_deref() == Some(frame.1) {
+            cluster.trap_next = None;
+            return Err(host_panic(frame, "injected fault"));
+        }
+    }
     caller.data_mut().stack.as_mut().ok_or_else(|| {
         host_panic(
             frame,
@@ -112,6 +119,51 @@ pub fn from_nul_terminated(bytes: &[u8]) -> Vec<String> {
         }
     }
     out
+}
+
+/// `nodeImageStates` for a node: its `NodeInfo.ImageStates` as the scheduler snapshot has them,
+/// marshalled by Go's `encoding/json` (keys sorted, Go field names). Every name of every image in
+/// the node's `status.images` maps to `{"Size":..,"NumNodes":..,"Nodes":null}`: `NumNodes` counts
+/// the nodes listing that name, `Size` is the size the scheduler cache recorded when it first saw
+/// the name (here: the first node in name order listing it), and `Nodes` is nil in a snapshot
+/// (`ImageStateSummary.Snapshot`). A node without images gives `{}`, an unknown node `null`.
+pub fn image_states_json(store: &super::store::ObjectStore, node: &str) -> String {
+    let Some(Object::Node(target)) = store.get(Kind::Node, node) else {
+        return "null".into();
+    };
+    let mut states: BTreeMap<&str, (i64, usize)> = BTreeMap::new();
+    for image in &target.status.images {
+        for name in &image.names {
+            states.insert(name, (image.size_bytes, 0));
+        }
+    }
+    let mut first_size: BTreeMap<&str, i64> = BTreeMap::new();
+    for object in store.objects(Kind::Node) {
+        let Object::Node(n) = object else { continue };
+        let mut seen = std::collections::BTreeSet::new();
+        for image in &n.status.images {
+            for name in &image.names {
+                if let Some(state) = states.get_mut(name.as_str()) {
+                    first_size.entry(name).or_insert(image.size_bytes);
+                    if seen.insert(name) {
+                        state.1 += 1;
+                    }
+                }
+            }
+        }
+    }
+    // Keys sorted (a Go map), fields in struct order (Size, NumNodes, Nodes).
+    let entries: Vec<String> = states
+        .into_iter()
+        .map(|(name, (size, num_nodes))| {
+            let size = first_size.get(name).copied().unwrap_or(size);
+            format!(
+                "{}:{{\"Size\":{size},\"NumNodes\":{num_nodes},\"Nodes\":null}}",
+                Value::String(name.to_string())
+            )
+        })
+        .collect();
+    format!("{{{}}}", entries.join(","))
 }
 
 /// Upstream GVK index → EventResource (`clusterevent.go`).
@@ -241,11 +293,8 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         |mut c: C<'_>, name: i32, name_len: i32, buf: i32, limit: i32| {
             let name = read_or_panic(&mut c, name, name_len, (M, "nodeImageStates"), "nodeName")?;
             let name = String::from_utf8_lossy(&name).into_owned();
-            // The model has no node images: a known node has an empty ImageStates map, an unknown
-            // node a nil one, which Go marshals as `null`.
-            let exists = c.data().shared.cluster().store.get(Kind::Node, &name).is_some();
-            let json: &[u8] = if exists { b"{}" } else { b"null" };
-            Ok(write_string_if_under_limit(&mut c, json, buf, limit))
+            let json = image_states_json(&c.data().shared.cluster().store, &name);
+            Ok(write_string_if_under_limit(&mut c, json.as_bytes(), buf, limit))
         },
     )?;
     linker.func_wrap(M, "nodeToStatusMap", |mut c: C<'_>, buf: i32, limit: i32| {

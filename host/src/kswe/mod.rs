@@ -35,4 +35,4 @@ pub mod wasi;
 
 pub use abi::KsweStatus;
 pub use engine::KsweEngine;
-pub use host::{KsweConfig, KsweHost, KsweModule, PreparedPod, TrapPolicy};
+pub use host::{KsweConfig, KsweHost, KsweModule, PreparedPod, RegisteredEvents, TrapPolicy};

@@ -313,13 +313,18 @@ impl ObjectStore {
         allocation: AllocationResult,
     ) -> Result<(), DraError> {
         let id = (Kind::ResourceClaim, claim.to_string());
+        if !self.entries.contains_key(&id) {
+            // Other instances must see the devices as taken while the pod binds, so a claim the
+            // pod generates is created now (what the resourceclaim controller does before the
+            // pod is scheduled), and shown with the pending allocation.
+            self.create_generated(claim, pod)?;
+        }
         match self.entries.get(&id).map(|e| &e.object) {
             Some(Object::ResourceClaim(c)) => {
                 if c.status.allocation.as_ref().is_some_and(|a| *a != allocation) {
                     return Err(DraError::Conflict);
                 }
             }
-            _ if self.generated_claim(claim, pod).is_some() => {}
             _ => return Err(DraError::NotFound),
         }
         let pending = Pending {
@@ -351,6 +356,29 @@ impl ObjectStore {
         claims
     }
 
+    /// Creates the claim `pod` generates from a template (`<pod>-<entry>`) and names it in the
+    /// pod's `status.resourceClaimStatuses`, what the resourceclaim controller does.
+    fn create_generated(&mut self, claim: &str, pod: &Pod) -> Result<(), DraError> {
+        let stored = self.pod(&pod_key(pod)).cloned();
+        let source = stored.clone().unwrap_or_else(|| pod.clone());
+        let Some((entry, generated)) = self.generated_claim(claim, &source) else {
+            return Err(DraError::NotFound);
+        };
+        let name = generated.metadata.name.clone();
+        self.apply(Change::Add, Object::ResourceClaim(Box::new(generated)))
+            .map_err(|_| DraError::Invalid)?;
+        if let Some(mut updated) = stored {
+            let status = PodResourceClaimStatus {
+                name: entry,
+                resource_claim_name: Some(name),
+            };
+            updated.status.resource_claim_statuses.push(status);
+            self.apply(Change::Update, Object::Pod(Box::new(updated)))
+                .map_err(|_| DraError::Invalid)?;
+        }
+        Ok(())
+    }
+
     /// Writes `status.allocation` of a claim and adds the pod to `status.reservedFor` (PreBind).
     /// Writing the same allocation again is a no-op apart from `reservedFor`. A claim the pod
     /// generates from a template is created first (what the resourceclaim controller does), and
@@ -363,23 +391,7 @@ impl ObjectStore {
     ) -> Result<u64, DraError> {
         let id = (Kind::ResourceClaim, claim.to_string());
         if !self.entries.contains_key(&id) {
-            let stored = self.pod(&pod_key(pod)).cloned();
-            let source = stored.clone().unwrap_or_else(|| pod.clone());
-            let Some((entry, generated)) = self.generated_claim(claim, &source) else {
-                return Err(DraError::NotFound);
-            };
-            let name = generated.metadata.name.clone();
-            self.apply(Change::Add, Object::ResourceClaim(Box::new(generated)))
-                .map_err(|_| DraError::Invalid)?;
-            if let Some(mut updated) = stored {
-                let status = PodResourceClaimStatus {
-                    name: entry,
-                    resource_claim_name: Some(name),
-                };
-                updated.status.resource_claim_statuses.push(status);
-                self.apply(Change::Update, Object::Pod(Box::new(updated)))
-                    .map_err(|_| DraError::Invalid)?;
-            }
+            self.create_generated(claim, pod)?;
         }
         let Some(Object::ResourceClaim(c)) = self.entries.get(&id).map(|e| e.object.clone()) else {
             return Err(DraError::NotFound);
@@ -646,6 +658,16 @@ mod tests {
             Err(DraError::NotFound)
         );
         s.set_pending("ns/p-gpu", &pod, alloc.clone()).unwrap();
+        // Created at Reserve, so that other instances see its devices as taken.
+        let feed = s.changes("");
+        let shown = feed
+            .split("\"type\":")
+            .find(|e| e.contains("\"name\":\"p-gpu\""))
+            .unwrap_or_else(|| panic!("the generated claim is in the feed: {feed}"));
+        assert!(
+            shown.contains("\"allocation\""),
+            "with its pending allocation: {shown}"
+        );
         s.write_allocation("ns/p-gpu", &pod, alloc.clone()).unwrap();
         match s.get(Kind::ResourceClaim, "ns/p-gpu") {
             Some(Object::ResourceClaim(c)) => {

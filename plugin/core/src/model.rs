@@ -75,13 +75,85 @@ pub struct OwnerReference {
 // core/v1: Node, NodeSelector, Pod
 // ---------------------------------------------------------------------------------------------
 
-/// `core/v1` Node: only identity and labels matter to node selectors.
+/// `core/v1` Node: identity and labels matter to node selectors; the status is carried for
+/// wasm hosts that hand the whole Node to a guest (the core does not read it).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct Node {
     /// Object metadata (`metadata.name` and `metadata.labels`).
     #[serde(default)]
     pub metadata: ObjectMeta,
+    /// Node status (capacity, allocatable, images).
+    #[serde(default, skip_serializing_if = "NodeStatus::is_empty")]
+    pub status: NodeStatus,
+}
+
+/// `core/v1` NodeStatus (subset). Quantities are kept as written.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct NodeStatus {
+    /// `status.capacity`: resource name → quantity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub capacity: BTreeMap<String, String>,
+    /// `status.allocatable`: resource name → quantity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub allocatable: BTreeMap<String, String>,
+    /// `status.images`: the container images on the node.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub images: Vec<ContainerImage>,
+}
+
+impl NodeStatus {
+    /// True when no field is set.
+    pub fn is_empty(&self) -> bool {
+        self.capacity.is_empty() && self.allocatable.is_empty() && self.images.is_empty()
+    }
+}
+
+/// `core/v1` ContainerImage.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerImage {
+    /// Names known for the image (`repo:tag`, `repo@digest`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub names: Vec<String>,
+    /// The image size in bytes.
+    #[serde(default)]
+    pub size_bytes: i64,
+}
+
+/// `core/v1` Container (subset): name, image and resources.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Container {
+    /// Container name.
+    #[serde(default)]
+    pub name: String,
+    /// Image reference.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub image: String,
+    /// Resource requests and limits.
+    #[serde(default, skip_serializing_if = "ResourceRequirements::is_empty")]
+    pub resources: ResourceRequirements,
+}
+
+/// `core/v1` ResourceRequirements (subset). Quantities are kept as written.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceRequirements {
+    /// `limits`: resource name → quantity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub limits: BTreeMap<String, String>,
+    /// `requests`: resource name → quantity.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub requests: BTreeMap<String, String>,
+}
+
+impl ResourceRequirements {
+    /// True when neither limits nor requests are set.
+    pub fn is_empty(&self) -> bool {
+        self.limits.is_empty() && self.requests.is_empty()
+    }
 }
 
 /// `core/v1` NodeSelector: terms are ORed.
@@ -146,6 +218,12 @@ pub struct PodSpec {
     /// `spec.resourceClaims[]`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_claims: Vec<PodResourceClaim>,
+    /// `spec.containers[]` (carried for wasm hosts; the core does not read them).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub containers: Vec<Container>,
+    /// `spec.initContainers[]`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub init_containers: Vec<Container>,
 }
 
 /// `core/v1` PodResourceClaim: exactly one of the two sources is set.

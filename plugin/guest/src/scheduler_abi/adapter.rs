@@ -8,8 +8,18 @@
 //! Per cycle: `prefilter` pulls the change feed since the last cursor and applies every change,
 //! decodes `currentPod` and applies it as an update, then calls the core's PreFilter. A resync (a
 //! new host, or a write the host refused) rebuilds the core plugin from the snapshot.
+//!
+//! Concurrency (`docs/kswe-dra-extension.md` §4.1): kube-scheduler runs pod N's binding cycle
+//! while pod N+1's scheduling cycle runs, and upstream's instance pool may hand either to any
+//! instance. So an instance keeps one scheduling cycle (the pod of its last PreFilter) and any
+//! number of in-flight reservations, by pod UID. Every hook reads `currentPod` and acts only on
+//! that pod's cycle or reservation; a hook for a pod the instance has no cycle or reservation for
+//! answers `Error` naming the pod.
+
+use std::collections::BTreeMap;
 
 use prost::Message;
+use sharing_affinity_core::model::AllocationResult;
 use sharing_affinity_core::object::Object;
 use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
 use sharing_affinity_core::{Code, Status};
@@ -32,12 +42,13 @@ pub trait Backend: Sized {
     fn score(&mut self, node: &str) -> Result<u32, Status>;
     /// Reserve on the chosen node.
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
-    /// Whether the pod `namespace/name` holds a reservation.
-    fn is_reserved(&self, pod: &str) -> bool;
-    /// Unreserve for the pod `namespace/name`.
+    /// Unreserve the reservation of `pod` (`namespace/name`) on `node`.
     fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status>;
-    /// Bind (PreBind) for the pod `namespace/name`.
+    /// Bind (PreBind) the reservation of `pod` on `node`.
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// `status.allocation` of a claim as the informer state has it: `None` when the claim is
+    /// unknown, `Some(None)` when it is not allocated.
+    fn stored_allocation(&self, claim: &str) -> Option<Option<AllocationResult>>;
     /// Warnings for the plugin log since the last call.
     fn take_warnings(&mut self) -> Vec<String> {
         Vec::new()
@@ -63,14 +74,14 @@ impl Backend for Plugin {
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::reserve(self, node)
     }
-    fn is_reserved(&self, pod: &str) -> bool {
-        Plugin::reserved_node(self, pod).is_some()
-    }
     fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
         Plugin::unreserve(self, pod, node)
     }
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::bind(self, pod, node)
+    }
+    fn stored_allocation(&self, claim: &str) -> Option<Option<AllocationResult>> {
+        Plugin::claim(self, claim).map(|c| c.status.allocation.clone())
     }
     fn take_warnings(&mut self) -> Vec<String> {
         Plugin::take_warnings(self)
@@ -87,7 +98,8 @@ pub struct Reply {
 }
 
 impl Reply {
-    fn ok() -> Reply {
+    /// Success without a reason.
+    pub fn ok() -> Reply {
         Reply {
             code: Code::Success as i32,
             reason: String::new(),
@@ -142,12 +154,46 @@ fn log_at(severity: i32, message: &str, kvs: &[(&str, &str)]) {
     imports::klog_logs(severity, message, &packed);
 }
 
-/// The guest's state: the core plugin, the feed cursor and the read buffer.
+/// The pod a hook is called for: its UID, `namespace/name` and `currentPod` bytes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PodId {
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `namespace/name`.
+    pub key: String,
+    /// The protobuf bytes `currentPod` returned (compared first, so a hook of the same cycle
+    /// decodes nothing).
+    bytes: Vec<u8>,
+}
+
+impl PodId {
+    fn label(&self) -> String {
+        format!("pod {} (uid {:?})", self.key, self.uid)
+    }
+}
+
+/// A reservation this instance made at Reserve and has not bound or unreserved yet.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reservation {
+    /// `namespace/name` of the pod.
+    pub pod: String,
+    /// The node.
+    pub node: String,
+    /// The allocations signalled as pending.
+    pub allocations: Vec<ClaimAllocation>,
+}
+
+/// The guest's state: the core plugin, the feed cursor, the read buffer, the scheduling cycle
+/// and the in-flight reservations.
 pub struct GuestState<B: Backend> {
     config: String,
     backend: B,
     cursor: String,
     buf: ReadBuf,
+    /// The pod of the last successful PreFilter on this instance.
+    cycle: Option<PodId>,
+    /// In-flight reservations by pod UID.
+    reservations: BTreeMap<String, Reservation>,
 }
 
 impl<B: Backend> GuestState<B> {
@@ -166,6 +212,8 @@ impl<B: Backend> GuestState<B> {
             backend,
             cursor: String::new(),
             buf,
+            cycle: None,
+            reservations: BTreeMap::new(),
         })
     }
 
@@ -179,6 +227,11 @@ impl<B: Backend> GuestState<B> {
         &self.backend
     }
 
+    /// The in-flight reservations, by pod UID.
+    pub fn reservations(&self) -> &BTreeMap<String, Reservation> {
+        &self.reservations
+    }
+
     /// Pulls and applies the change feed. A refused object is logged and skipped, as a
     /// Kubernetes informer's handler would; a broken document is an error.
     fn sync(&mut self) -> Result<(), String> {
@@ -190,6 +243,9 @@ impl<B: Backend> GuestState<B> {
         let feed = feed::parse(bytes)?;
         if feed.resync {
             self.backend = B::create(&self.config).map_err(|e| format!("guestConfig: {e}"))?;
+            // The fresh plugin holds no reservation: forget ours too.
+            self.reservations.clear();
+            self.cycle = None;
         }
         for event in &feed.events {
             if let Err(e) = self.backend.apply(event.kind, &event.object) {
@@ -203,6 +259,80 @@ impl<B: Backend> GuestState<B> {
         Ok(())
     }
 
+    /// Drops reservations the host no longer backs: a claim of the reservation is stored with
+    /// another allocation, or none. This happens when the pod's binding cycle failed and
+    /// upstream ran Unreserve on another instance (the scheduling one) before returning this one
+    /// to the pool; the host dropped the pending allocations then.
+    fn drop_stale_reservations(&mut self) {
+        let stale: Vec<String> = self
+            .reservations
+            .iter()
+            .filter(|(_, r)| {
+                r.allocations.iter().any(|a| {
+                    self.backend
+                        .stored_allocation(&a.claim)
+                        .is_some_and(|stored| stored.as_ref() != Some(&a.allocation))
+                })
+            })
+            .map(|(uid, _)| uid.clone())
+            .collect();
+        for uid in stale {
+            if let Some(r) = self.reservations.remove(&uid)
+                && let Err(status) = self.backend.unreserve(&r.pod, &r.node)
+            {
+                log_error(
+                    "sharing-affinity: dropping a stale reservation",
+                    &[("pod", &r.pod), ("error", &status.reason)],
+                );
+            }
+        }
+    }
+
+    /// The pod of the current call, from `currentPod`.
+    fn current_pod(&mut self) -> Result<PodId, String> {
+        let bytes = self
+            .buf
+            .read("currentPod", imports::current_pod)
+            .map_err(|e| e.to_string())?;
+        if let Some(cycle) = &self.cycle
+            && cycle.bytes == bytes
+        {
+            return Ok(cycle.clone());
+        }
+        let bytes = bytes.to_vec();
+        let pod =
+            proto::Pod::decode(bytes.as_slice()).map_err(|e| format!("currentPod: invalid protobuf: {e}"))?;
+        let meta = pod.metadata.unwrap_or_default();
+        let name = meta.name.unwrap_or_default();
+        if name.is_empty() {
+            return Err("currentPod: no pod (metadata.name is empty)".into());
+        }
+        let namespace = meta.namespace.unwrap_or_default();
+        Ok(PodId {
+            uid: meta.uid.unwrap_or_default(),
+            key: format!("{namespace}/{name}"),
+            bytes,
+        })
+    }
+
+    /// The current pod, which must be the pod of this instance's scheduling cycle.
+    fn cycle_pod(&mut self, hook: &str) -> Result<PodId, Reply> {
+        let pod = self.current_pod().map_err(Reply::error)?;
+        match &self.cycle {
+            Some(c) if c.uid == pod.uid && c.key == pod.key => Ok(pod),
+            Some(c) => Err(Reply::error(format!(
+                "{}: {hook} called, but this instance's scheduling cycle is for {}",
+                pod.label(),
+                c.label()
+            ))),
+            None => Err(Reply::error(format!(
+                "{}: {hook} called, but this instance has no scheduling cycle (PreFilter did not run \
+                 here, or the instance's state was rebuilt after a trap)",
+                pod.label()
+            ))),
+        }
+    }
+
     fn node_name(&mut self) -> Result<String, String> {
         let bytes = self
             .buf
@@ -211,26 +341,27 @@ impl<B: Backend> GuestState<B> {
         String::from_utf8(bytes.to_vec()).map_err(|e| format!("currentNodeName: not UTF-8: {e}"))
     }
 
-    /// The pod of the current call (`currentPod`) as an object.
-    fn current_pod(&mut self) -> Result<Object, String> {
-        let bytes = self
-            .buf
-            .read("currentPod", imports::current_pod)
-            .map_err(|e| e.to_string())?;
-        let pod = proto::Pod::decode(bytes).map_err(|e| format!("currentPod: invalid protobuf: {e}"))?;
-        Ok(Object::Pod(Box::new(proto::pod_from_proto(pod))))
-    }
-
-    /// PreFilter: sync, apply the pod, start the cycle.
+    /// PreFilter: sync, apply the pod, start the cycle. Other pods' reservations are kept.
     pub fn prefilter(&mut self) -> Reply {
+        self.cycle = None;
         if let Err(e) = self.sync() {
             return Reply::error(e);
         }
-        let object = match self.current_pod() {
-            Ok(o) => o,
-            Err(e) => return Reply::error(e),
+        self.drop_stale_reservations();
+        let bytes = match self.buf.read("currentPod", imports::current_pod) {
+            Ok(b) => b.to_vec(),
+            Err(e) => return Reply::error(e.to_string()),
         };
+        let pod = match proto::Pod::decode(bytes.as_slice()) {
+            Ok(p) => proto::pod_from_proto(p),
+            Err(e) => return Reply::error(format!("currentPod: invalid protobuf: {e}")),
+        };
+        let uid = pod.metadata.uid.clone();
+        let object = Object::Pod(Box::new(pod));
         let key = object.key();
+        // The pod is scheduled again only after its previous attempt ended: the core drops a
+        // reservation it still holds for it, and so do we.
+        self.reservations.remove(&uid);
         if let Err(e) = self
             .backend
             .apply(EventKind::Update, &object.to_json().to_string())
@@ -241,11 +372,17 @@ impl<B: Backend> GuestState<B> {
         for w in self.backend.take_warnings() {
             log_at(1, "sharing-affinity: warning", &[("warning", &w)]);
         }
+        if status.code == Code::Success {
+            self.cycle = Some(PodId { uid, key, bytes });
+        }
         status.into()
     }
 
     /// Filter for `currentNodeName`.
     pub fn filter(&mut self) -> Reply {
+        if let Err(reply) = self.cycle_pod("Filter") {
+            return reply;
+        }
         match self.node_name() {
             Ok(node) => self.backend.filter(&node).into(),
             Err(e) => Reply::error(e),
@@ -254,6 +391,9 @@ impl<B: Backend> GuestState<B> {
 
     /// Score for `currentNodeName`: `(score, reply)`.
     pub fn score(&mut self) -> (u32, Reply) {
+        if let Err(reply) = self.cycle_pod("Score") {
+            return (0, reply);
+        }
         match self.node_name() {
             Ok(node) => match self.backend.score(&node) {
                 Ok(score) => (score, Reply::ok()),
@@ -263,51 +403,102 @@ impl<B: Backend> GuestState<B> {
         }
     }
 
-    /// Reserve: signals each claim's allocation as pending.
+    /// Reserve: records the pod's reservation and signals each claim's allocation as pending.
     pub fn reserve(&mut self) -> Reply {
+        let pod = match self.cycle_pod("Reserve") {
+            Ok(p) => p,
+            Err(reply) => return reply,
+        };
         let node = match self.node_name() {
             Ok(n) => n,
             Err(e) => return Reply::error(e),
         };
         match self.backend.reserve(&node) {
-            Ok(allocations) => self.write_back(&allocations, true),
+            Ok(allocations) => {
+                self.reservations.insert(
+                    pod.uid.clone(),
+                    Reservation {
+                        pod: pod.key.clone(),
+                        node,
+                        allocations: allocations.clone(),
+                    },
+                );
+                self.write_back(&allocations, true)
+            }
             Err(status) => status.into(),
         }
     }
 
-    /// Unreserve for `currentPod` (its binding cycle may overlap the next pod's scheduling
-    /// cycle). The ABI's unreserve returns nothing, so a failure is logged. The scheduler also
-    /// calls it after a failed Reserve, when the pod holds no reservation: nothing to do then.
-    pub fn unreserve(&mut self) {
-        let target = self
-            .current_pod()
-            .and_then(|pod| Ok((pod.key(), self.node_name()?)));
-        match target {
-            Ok((pod, _)) if !self.backend.is_reserved(&pod) => {}
-            Ok((pod, node)) => {
-                if let Err(status) = self.backend.unreserve(&pod, &node) {
-                    log_error(
-                        "sharing-affinity: unreserve",
-                        &[("pod", &pod), ("error", &status.reason)],
-                    );
-                }
-            }
-            Err(e) => log_error("sharing-affinity: unreserve", &[("error", &e)]),
-        }
-    }
-
-    /// PreBind: commits the reservation and writes each claim's allocation to the host.
-    pub fn prebind(&mut self) -> Reply {
-        let target = self
-            .current_pod()
-            .and_then(|pod| Ok((pod.key(), self.node_name()?)));
-        let (pod, node) = match target {
-            Ok(t) => t,
+    /// Permit: Success when this instance holds the pod's reservation (upstream hands the
+    /// instance to the pod's binding cycle right after); `Error` naming the pod otherwise.
+    pub fn permit(&mut self) -> Reply {
+        let pod = match self.current_pod() {
+            Ok(p) => p,
             Err(e) => return Reply::error(e),
         };
-        match self.backend.bind(&pod, &node) {
+        if self.reservations.contains_key(&pod.uid) {
+            Reply::ok()
+        } else {
+            Reply::error(format!(
+                "{}: Permit called, but this instance holds no reservation for it",
+                pod.label()
+            ))
+        }
+    }
+
+    /// Unreserve: drops the pod's reservation, if this instance holds it. Other pods'
+    /// reservations and this instance's cycle for another pod are untouched. Upstream runs
+    /// Unreserve on the scheduling instance, which may not be the one holding the reservation:
+    /// that case is logged, and the holder drops it at its next PreFilter (stale reservations).
+    pub fn unreserve(&mut self) {
+        let pod = match self.current_pod() {
+            Ok(p) => p,
+            Err(e) => {
+                log_error("sharing-affinity: unreserve", &[("error", &e)]);
+                return;
+            }
+        };
+        if self.cycle.as_ref().is_some_and(|c| c.uid == pod.uid) {
+            self.cycle = None;
+        }
+        let Some(r) = self.reservations.remove(&pod.uid) else {
+            return;
+        };
+        if let Err(status) = self.backend.unreserve(&r.pod, &r.node) {
+            log_error(
+                "sharing-affinity: unreserve",
+                &[("pod", &r.pod), ("error", &status.reason)],
+            );
+        }
+    }
+
+    /// PreBind: commits the pod's reservation and writes each claim's allocation to the host.
+    pub fn prebind(&mut self) -> Reply {
+        let pod = match self.current_pod() {
+            Ok(p) => p,
+            Err(e) => return Reply::error(e),
+        };
+        let node = match self.node_name() {
+            Ok(n) => n,
+            Err(e) => return Reply::error(e),
+        };
+        let Some(r) = self.reservations.remove(&pod.uid) else {
+            return Reply::error(format!(
+                "{}: PreBind called, but this instance holds no reservation for it",
+                pod.label()
+            ));
+        };
+        if self.cycle.as_ref().is_some_and(|c| c.uid == pod.uid) {
+            self.cycle = None;
+        }
+        match self.backend.bind(&r.pod, &node) {
             Ok(allocations) => self.write_back(&allocations, false),
-            Err(status) => status.into(),
+            Err(status) => {
+                // The binding cycle fails; the framework's Unreserve may run on another
+                // instance, so the reservation is released here.
+                let _ = self.backend.unreserve(&r.pod, &r.node);
+                status.into()
+            }
         }
     }
 

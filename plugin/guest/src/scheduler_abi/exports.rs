@@ -1,16 +1,22 @@
-//! The bodies of the KSWE exports: each borrows the guest state, calls the adapter, sends the
+//! The bodies of the KSWE exports: each takes the guest state, calls the adapter, sends the
 //! reason and packs the result (`kswe-abi.md` §2.1). The exported symbols themselves are the
 //! `#[unsafe(no_mangle)]` shims in `imports.rs`.
 //!
 //! The state is created in `_start` (reading `get_config`); a configuration the core rejects is
 //! logged through klog and traps, so the scheduler fails to create the plugin, as upstream does for
-//! a failing `_start`. A hook that finds no state (a host that skipped `_start`) creates it then.
+//! a failing `_start`.
+//!
+//! Traps: the guest is built with `panic = "abort"`, and upstream keeps calling an instance after
+//! one of its calls trapped. So each call takes the state out of its slot and puts it back only
+//! when it returns; a trap leaves the slot empty, and the next call on the instance builds a fresh
+//! state (reading `get_config`, the feed from the start at the next PreFilter) and goes on. The
+//! cycle and reservations held before the trap are gone: a hook for them answers `Error`.
 
 use std::cell::RefCell;
 
 use sharing_affinity_core::plugin::Plugin;
 
-use super::adapter::{GuestState, Reply, log_error};
+use super::adapter::{Backend, GuestState, Reply, log_error};
 use super::imports;
 
 thread_local! {
@@ -21,22 +27,26 @@ thread_local! {
 const SKIP: i32 = 5;
 
 fn with_state(f: impl FnOnce(&mut GuestState<Plugin>) -> Reply) -> Reply {
-    STATE.with(|cell| {
-        let mut slot = cell.borrow_mut();
-        if slot.is_none() {
-            match GuestState::start() {
-                Ok(state) => *slot = Some(state),
-                Err(e) => return Reply { code: 1, reason: e },
-            }
-        }
-        match slot.as_mut() {
-            Some(state) => f(state),
-            None => Reply {
-                code: 1,
-                reason: "guest state missing".into(),
-            },
-        }
-    })
+    STATE.with(|slot| with_slot(slot, f))
+}
+
+/// Runs `f` on the state taken out of `slot` (created first when the slot is empty) and puts it
+/// back afterwards. No borrow of `slot` is held while `f` runs.
+pub fn with_slot<B: Backend>(
+    slot: &RefCell<Option<GuestState<B>>>,
+    f: impl FnOnce(&mut GuestState<B>) -> Reply,
+) -> Reply {
+    let taken = slot.borrow_mut().take();
+    let mut state = match taken {
+        Some(state) => state,
+        None => match GuestState::start() {
+            Ok(state) => state,
+            Err(reason) => return Reply { code: 1, reason },
+        },
+    };
+    let reply = f(&mut state);
+    *slot.borrow_mut() = Some(state);
+    reply
 }
 
 fn answer(reply: Reply) -> i32 {
@@ -97,6 +107,11 @@ pub fn unreserve() {
             reason: String::new(),
         }
     });
+}
+
+/// `permit() -> i64`: high word the code, low word the timeout in milliseconds (0: no wait).
+pub fn permit() -> i64 {
+    pack(answer(with_state(GuestState::permit)), 0)
 }
 
 /// `prebind() -> i32`.

@@ -181,6 +181,13 @@ pub extern "C" fn unreserve() {
     exports::unreserve()
 }
 
+/// `permit() -> i64` (code in the high word, timeout in the low word).
+// SAFETY: unique exported symbol name.
+#[unsafe(no_mangle)]
+pub extern "C" fn permit() -> i64 {
+    exports::permit()
+}
+
 /// `prebind() -> i32`.
 // SAFETY: unique exported symbol name.
 #[unsafe(no_mangle)]

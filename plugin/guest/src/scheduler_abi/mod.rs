@@ -2,7 +2,7 @@
 //!
 //! Built with `cargo build -p sharing-affinity-guest --target wasm32-unknown-unknown --profile wasm
 //! --features scheduler-abi`, the module exports `memory`, `_start`, `prefilter`, `filter`, `score`,
-//! `reserve`, `unreserve`, `prebind`, `bind` (always Skip) and `postbind` with the signatures of
+//! `reserve`, `unreserve`, `permit`, `prebind`, `bind` (always Skip) and `postbind` with the signatures of
 //! `reference/kswe-abi.md` §2.1 (no `normalizescore`), and imports `k8s.io/scheduler`
 //! (`get_config`, `currentPod`, `currentNodeName`, `result.status_reason`), `k8s.io/klog`
 //! (`severity`, `logs`) and the DRA extension `sharing-affinity.dra/v1` (`changes`, `allocation`,
@@ -11,7 +11,10 @@
 //! `bind` and `postbind` are exported although the plugin does not bind: upstream's
 //! `maskInterfaces` gives a plugin PreBind only together with Bind (a guest exporting `prebind`
 //! without `bind` never has it called), and a plugin with Bind but no `postbind` leaks one instance
-//! per bound pod. `bind` returns Skip, so the default binder binds.
+//! per bound pod. `bind` returns Skip, so the default binder binds. `permit` is exported so that
+//! upstream hands the scheduling instance to the pod's binding cycle at the end of Permit, inside
+//! the scheduling cycle; without it the handover happens at PreBind, in kube-scheduler's binding
+//! goroutine, after the next pod's PreFilter may already have used the instance.
 //!
 //! Layout: [`imports`] holds every `unsafe` (imports with safe wrappers, and the exported symbols),
 //! with a native stand-in under `cfg(not(target_arch = "wasm32"))`; [`mem`] the read buffer and

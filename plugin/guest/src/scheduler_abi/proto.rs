@@ -9,7 +9,8 @@
 //!
 //! Presence follows the gogo marshaller the upstream Go host uses: non-pointer Go fields (strings,
 //! `generation`, `creationTimestamp`, the `spec`/`status` structs) are always written, pointer fields
-//! only when set. Fields outside the model (containers, node status, ...) are not written; a guest
+//! only when set. Pods carry their containers (name, image, resources) and nodes their status
+//! (capacity, allocatable, images); other fields outside the model are not written, and a guest
 //! decoding these bytes sees them as unset, exactly as proto2 readers skip unknown fields.
 
 use std::collections::BTreeMap;
@@ -111,9 +112,48 @@ pub struct PodResourceClaim {
     pub resource_claim_template_name: Option<String>,
 }
 
+/// `k8s.io.apimachinery.pkg.api.resource.Quantity`: the quantity's string form.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Quantity {
+    /// The canonical string (`"4"`, `"16Gi"`).
+    #[prost(string, optional, tag = "1")]
+    pub string: Option<String>,
+}
+
+/// `core.v1.ResourceRequirements` (limits and requests; claims not modelled).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ResourceRequirements {
+    /// `limits`.
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub limits: BTreeMap<String, Quantity>,
+    /// `requests`.
+    #[prost(btree_map = "string, message", tag = "2")]
+    pub requests: BTreeMap<String, Quantity>,
+}
+
+/// `core.v1.Container` (subset).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Container {
+    /// `name`.
+    #[prost(string, optional, tag = "1")]
+    pub name: Option<String>,
+    /// `image`.
+    #[prost(string, optional, tag = "2")]
+    pub image: Option<String>,
+    /// `resources` (a non-pointer Go struct: always written).
+    #[prost(message, optional, tag = "8")]
+    pub resources: Option<ResourceRequirements>,
+}
+
 /// `core.v1.PodSpec` (subset).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PodSpec {
+    /// `spec.containers`.
+    #[prost(message, repeated, tag = "2")]
+    pub containers: Vec<Container>,
+    /// `spec.initContainers`.
+    #[prost(message, repeated, tag = "20")]
+    pub init_containers: Vec<Container>,
     /// `spec.nodeName`.
     #[prost(string, optional, tag = "10")]
     pub node_name: Option<String>,
@@ -162,9 +202,30 @@ pub struct Pod {
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct NodeSpec {}
 
-/// `core.v1.NodeStatus`: no field is modelled; written as an empty message.
+/// `core.v1.ContainerImage`.
 #[derive(Clone, PartialEq, prost::Message)]
-pub struct NodeStatus {}
+pub struct ContainerImage {
+    /// `names`.
+    #[prost(string, repeated, tag = "1")]
+    pub names: Vec<String>,
+    /// `sizeBytes` (non-pointer: always written).
+    #[prost(int64, optional, tag = "2")]
+    pub size_bytes: Option<i64>,
+}
+
+/// `core.v1.NodeStatus` (subset: capacity, allocatable, images).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct NodeStatus {
+    /// `status.capacity`.
+    #[prost(btree_map = "string, message", tag = "1")]
+    pub capacity: BTreeMap<String, Quantity>,
+    /// `status.allocatable`.
+    #[prost(btree_map = "string, message", tag = "2")]
+    pub allocatable: BTreeMap<String, Quantity>,
+    /// `status.images`.
+    #[prost(message, repeated, tag = "8")]
+    pub images: Vec<ContainerImage>,
+}
 
 /// `core.v1.Node`.
 #[derive(Clone, PartialEq, prost::Message)]
@@ -267,12 +328,64 @@ fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, Co
     })
 }
 
+fn quantities_to_proto(map: &BTreeMap<String, String>) -> BTreeMap<String, Quantity> {
+    map.iter()
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                Quantity {
+                    string: Some(v.clone()),
+                },
+            )
+        })
+        .collect()
+}
+
+fn quantities_from_proto(map: BTreeMap<String, Quantity>) -> BTreeMap<String, String> {
+    map.into_iter()
+        .map(|(k, v)| (k, v.string.unwrap_or_default()))
+        .collect()
+}
+
+fn containers_to_proto(containers: &[model::Container]) -> Vec<Container> {
+    containers
+        .iter()
+        .map(|c| Container {
+            name: Some(c.name.clone()),
+            image: Some(c.image.clone()),
+            resources: Some(ResourceRequirements {
+                limits: quantities_to_proto(&c.resources.limits),
+                requests: quantities_to_proto(&c.resources.requests),
+            }),
+        })
+        .collect()
+}
+
+fn containers_from_proto(containers: Vec<Container>) -> Vec<model::Container> {
+    containers
+        .into_iter()
+        .map(|c| {
+            let r = c.resources.unwrap_or_default();
+            model::Container {
+                name: c.name.unwrap_or_default(),
+                image: c.image.unwrap_or_default(),
+                resources: model::ResourceRequirements {
+                    limits: quantities_from_proto(r.limits),
+                    requests: quantities_from_proto(r.requests),
+                },
+            }
+        })
+        .collect()
+}
+
 /// Encodes a model Pod as the protobuf `core.v1.Pod` the Go host would send.
 pub fn pod_to_proto(pod: &model::Pod) -> Result<Pod, ConvertError> {
     let label = format!("Pod {}", key(&pod.metadata));
     Ok(Pod {
         metadata: Some(meta_to_proto(&pod.metadata, &label)?),
         spec: Some(PodSpec {
+            containers: containers_to_proto(&pod.spec.containers),
+            init_containers: containers_to_proto(&pod.spec.init_containers),
             node_name: Some(pod.spec.node_name.clone()),
             scheduler_name: Some(pod.spec.scheduler_name.clone()),
             resource_claims: pod
@@ -306,7 +419,19 @@ pub fn node_to_proto(node: &model::Node) -> Result<Node, ConvertError> {
     Ok(Node {
         metadata: Some(meta_to_proto(&node.metadata, &label)?),
         spec: Some(NodeSpec {}),
-        status: Some(NodeStatus {}),
+        status: Some(NodeStatus {
+            capacity: quantities_to_proto(&node.status.capacity),
+            allocatable: quantities_to_proto(&node.status.allocatable),
+            images: node
+                .status
+                .images
+                .iter()
+                .map(|i| ContainerImage {
+                    names: i.names.clone(),
+                    size_bytes: Some(i.size_bytes),
+                })
+                .collect(),
+        }),
     })
 }
 
@@ -360,6 +485,8 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
     model::Pod {
         metadata: meta_from_proto(pod.metadata.unwrap_or_default()),
         spec: model::PodSpec {
+            containers: containers_from_proto(spec.containers),
+            init_containers: containers_from_proto(spec.init_containers),
             node_name: spec.node_name.unwrap_or_default(),
             scheduler_name: spec.scheduler_name.unwrap_or_default(),
             resource_claims: spec
@@ -387,8 +514,21 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
 
 /// Decodes the protobuf Node into the model.
 pub fn node_from_proto(node: Node) -> model::Node {
+    let status = node.status.unwrap_or_default();
     model::Node {
         metadata: meta_from_proto(node.metadata.unwrap_or_default()),
+        status: model::NodeStatus {
+            capacity: quantities_from_proto(status.capacity),
+            allocatable: quantities_from_proto(status.allocatable),
+            images: status
+                .images
+                .into_iter()
+                .map(|i| model::ContainerImage {
+                    names: i.names,
+                    size_bytes: i.size_bytes.unwrap_or(0),
+                })
+                .collect(),
+        },
     }
 }
 
@@ -567,6 +707,85 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(list.encode_to_vec(), vec![(2 << 3) | 2, 0], "NodeList.items = 2");
+        let container = Container {
+            name: None,
+            image: Some("i".into()),
+            resources: Some(ResourceRequirements {
+                limits: BTreeMap::new(),
+                requests: BTreeMap::from([(
+                    "c".into(),
+                    Quantity {
+                        string: Some("1".into()),
+                    },
+                )]),
+            }),
+        };
+        assert_eq!(
+            container.encode_to_vec(),
+            // image = 2; resources = 8 { requests = 2 { map entry key = 1 "c", value = 2 { string = 1 "1" } } }
+            vec![
+                (2 << 3) | 2,
+                1,
+                b'i',
+                (8 << 3) | 2,
+                10,
+                (2 << 3) | 2,
+                8,
+                10,
+                1,
+                b'c',
+                18,
+                3,
+                10,
+                1,
+                b'1'
+            ],
+            "Container.image = 2, resources = 8, ResourceRequirements.requests = 2, Quantity.string = 1"
+        );
+        let spec = PodSpec {
+            containers: vec![Container::default()],
+            init_containers: vec![Container::default()],
+            ..Default::default()
+        };
+        assert_eq!(
+            spec.encode_to_vec(),
+            vec![(2 << 3) | 2, 0, 0xa2, 0x01, 0],
+            "PodSpec.containers = 2, initContainers = 20"
+        );
+        let status = NodeStatus {
+            capacity: BTreeMap::new(),
+            allocatable: BTreeMap::new(),
+            images: vec![ContainerImage {
+                names: vec!["n".into()],
+                size_bytes: Some(5),
+            }],
+        };
+        assert_eq!(
+            status.encode_to_vec(),
+            vec![(8 << 3) | 2, 5, (1 << 3) | 2, 1, b'n', 2 << 3, 5],
+            "NodeStatus.images = 8, ContainerImage.names = 1, sizeBytes = 2"
+        );
+    }
+
+    #[test]
+    fn containers_and_node_status_round_trip() {
+        let pod: model::Pod = serde_json::from_str(
+            r#"{"metadata":{"name":"p","namespace":"ns"},"spec":{
+                "initContainers":[{"name":"init","image":"busybox:1.36"}],
+                "containers":[{"name":"app","image":"nginx:1.25",
+                  "resources":{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}}]}}"#,
+        )
+        .unwrap();
+        assert_eq!(pod.spec.containers[0].resources.requests["cpu"], "500m");
+        let bytes = pod_to_proto(&pod).unwrap().encode_to_vec();
+        assert_eq!(pod_from_proto(Pod::decode(bytes.as_slice()).unwrap()), pod);
+        let node: model::Node = serde_json::from_str(
+            r#"{"metadata":{"name":"n"},"status":{"capacity":{"cpu":"8"},"allocatable":{"cpu":"7500m"},
+                "images":[{"names":["nginx@sha256:ab","nginx:1.25"],"sizeBytes":187000000}]}}"#,
+        )
+        .unwrap();
+        let bytes = node_to_proto(&node).unwrap().encode_to_vec();
+        assert_eq!(node_from_proto(Node::decode(bytes.as_slice()).unwrap()), node);
     }
 
     #[test]

@@ -5,7 +5,11 @@ use sharing_affinity_core::model::{AllocationResult, Pod};
 use sharing_affinity_core::plugin::{ClaimAllocation, EventKind};
 use sharing_affinity_core::{Code, Status};
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+
 use super::adapter::{Backend, GuestState, Reply};
+use super::exports::with_slot;
 use super::imports::{FakeHost, with_host};
 use super::proto;
 
@@ -18,6 +22,8 @@ struct Fake {
 
 thread_local! {
     static GENERATION: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
+    /// What the fake core's `stored_allocation` answers, by claim.
+    static STORED: RefCell<BTreeMap<String, Option<AllocationResult>>> = const { RefCell::new(BTreeMap::new()) };
 }
 
 fn allocation(device: &str) -> AllocationResult {
@@ -38,7 +44,7 @@ impl Backend for Fake {
         });
         Ok(Fake {
             generation,
-            calls: Vec::new(),
+            ..Fake::default()
         })
     }
     fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), String> {
@@ -56,6 +62,7 @@ impl Backend for Fake {
         Status::success()
     }
     fn filter(&mut self, node: &str) -> Status {
+        assert_ne!(node, "panic", "a bug in the core");
         if node == "full" {
             Status::unschedulable("no device left")
         } else {
@@ -75,22 +82,24 @@ impl Backend for Fake {
             allocation: allocation("x"),
         }])
     }
-    fn is_reserved(&self, _pod: &str) -> bool {
-        true
-    }
     fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
         self.calls.push(format!("unreserve {pod} {node}"));
         Ok(())
     }
-    fn bind(&mut self, _pod: &str, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        self.calls.push(format!("bind {pod} {node}"));
         Ok(vec![ClaimAllocation {
             claim: "ns/c".into(),
             allocation: allocation("x"),
         }])
     }
+    fn stored_allocation(&self, claim: &str) -> Option<Option<AllocationResult>> {
+        STORED.with(|s| s.borrow().get(claim).cloned())
+    }
 }
 
 fn reset(config: &str) {
+    STORED.with(|s| s.borrow_mut().clear());
     with_host(|h| {
         *h = FakeHost {
             config: config.into(),
@@ -248,10 +257,26 @@ fn start_fails_on_a_configuration_the_core_rejects() {
     assert_eq!(err, "guestConfig: field sharingAffinity: invalid");
 }
 
+/// Sets `currentPod` to the pod `ns/<name>` with UID `uid-<name>`.
+fn current(name: &str) {
+    set_pod(&format!(
+        r#"{{"metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}"}}}}"#
+    ));
+}
+
+/// A state with a scheduling cycle for `ns/<name>`.
+fn cycle_for(name: &str) -> GuestState<Fake> {
+    reset("");
+    feed("e.1", false, &[]);
+    current(name);
+    let mut s = GuestState::<Fake>::start().unwrap();
+    assert_eq!(s.prefilter().code, 0);
+    s
+}
+
 #[test]
 fn filter_and_score_use_the_current_node() {
-    reset("");
-    let mut s = GuestState::<Fake>::start().unwrap();
+    let mut s = cycle_for("p");
     with_host(|h| h.node = "full".into());
     assert_eq!(
         s.filter(),
@@ -287,11 +312,10 @@ fn filter_and_score_use_the_current_node() {
 
 #[test]
 fn reserve_and_prebind_hand_allocations_to_the_host() {
-    reset("");
+    let mut s = cycle_for("p");
     with_host(|h| h.node = "n1".into());
-    set_pod(r#"{"metadata":{"name":"p","namespace":"ns"}}"#);
-    let mut s = GuestState::<Fake>::start().unwrap();
     assert_eq!(s.reserve().code, 0);
+    assert_eq!(s.permit().code, 0);
     assert_eq!(s.prebind().code, 0);
     let (pending, written) = with_host(|h| (h.pending.clone(), h.allocations.clone()));
     assert_eq!(pending.len(), 1);
@@ -299,11 +323,145 @@ fn reserve_and_prebind_hand_allocations_to_the_host() {
     assert_eq!(written[0].0, "ns/c");
     let back: AllocationResult = serde_json::from_str(&written[0].1).unwrap();
     assert_eq!(back, allocation("x"), "the JSON is the allocation");
+    assert_eq!(s.backend().calls.last().map(String::as_str), Some("bind ns/p n1"));
+    assert!(s.reservations().is_empty(), "bound: no longer in flight");
+}
+
+#[test]
+fn unreserve_drops_only_the_current_pods_reservation() {
+    let mut s = cycle_for("a");
+    with_host(|h| h.node = "n1".into());
+    assert_eq!(s.reserve().code, 0);
+    current("b");
+    assert_eq!(s.prefilter().code, 0);
+    s.unreserve();
+    assert!(
+        !s.backend().calls.iter().any(|c| c.starts_with("unreserve")),
+        "b holds nothing: {:?}",
+        s.backend().calls
+    );
+    current("a");
     s.unreserve();
     assert_eq!(
         s.backend().calls.last().map(String::as_str),
-        Some("unreserve ns/p n1")
+        Some("unreserve ns/a n1")
     );
+    assert!(s.reservations().is_empty());
+}
+
+#[test]
+fn the_next_pods_prefilter_keeps_a_reservation_in_flight() {
+    // Pod a reserved; pod b's scheduling cycle starts on the same instance before a's binding
+    // cycle (upstream without a `permit` export); then a's PreBind.
+    let mut s = cycle_for("a");
+    with_host(|h| h.node = "n1".into());
+    assert_eq!(s.reserve().code, 0);
+    current("b");
+    assert_eq!(s.prefilter().code, 0);
+    assert_eq!(s.filter().code, 0, "b's cycle works");
+    current("a");
+    assert_eq!(s.prebind(), Reply::ok(), "a's reservation survived b's PreFilter");
+    assert_eq!(s.backend().calls.last().map(String::as_str), Some("bind ns/a n1"));
+    current("b");
+    assert_eq!(s.filter().code, 0, "b's cycle survived a's PreBind");
+}
+
+#[test]
+fn a_hook_for_a_pod_without_a_cycle_or_reservation_is_an_error_naming_it() {
+    let mut s = cycle_for("a");
+    with_host(|h| h.node = "n1".into());
+    current("other");
+    for (hook, reply) in [
+        ("Filter", s.filter()),
+        ("Score", s.score().1),
+        ("Reserve", s.reserve()),
+        ("Permit", s.permit()),
+        ("PreBind", s.prebind()),
+    ] {
+        assert_eq!(reply.code, Code::Error as i32, "{hook}");
+        assert!(
+            reply.reason.starts_with(r#"pod ns/other (uid "uid-other"): "#) && reply.reason.contains(hook),
+            "{hook}: {}",
+            reply.reason
+        );
+    }
+    current("a");
+    assert_eq!(s.filter().code, 0, "a's cycle is untouched");
+    let mut fresh = GuestState::<Fake>::start().unwrap();
+    let reply = fresh.filter();
+    assert!(
+        reply.reason.contains("has no scheduling cycle"),
+        "{}",
+        reply.reason
+    );
+}
+
+#[test]
+fn a_reservation_the_host_dropped_is_released_at_the_next_prefilter() {
+    let mut s = cycle_for("a");
+    with_host(|h| h.node = "n1".into());
+    assert_eq!(s.reserve().code, 0);
+    // Upstream ran a's Unreserve on another instance: the host dropped the pending allocation,
+    // and this instance's feed shows the claim unallocated.
+    feed("e.2", false, &[("MODIFIED", "ResourceClaim", "c")]);
+    stored("ns/c", None);
+    current("b");
+    assert_eq!(s.prefilter().code, 0);
+    assert!(s.reservations().is_empty(), "a's stale reservation is gone");
+    assert!(
+        s.backend().calls.contains(&"unreserve ns/a n1".to_string()),
+        "{:?}",
+        s.backend().calls
+    );
+}
+
+#[test]
+fn a_reservation_the_host_still_shows_is_kept() {
+    let mut s = cycle_for("a");
+    with_host(|h| h.node = "n1".into());
+    assert_eq!(s.reserve().code, 0);
+    stored("ns/c", Some(allocation("x")));
+    current("b");
+    assert_eq!(s.prefilter().code, 0);
+    assert_eq!(s.reservations().len(), 1);
+}
+
+/// Sets what the fake core reports as the stored allocation of a claim.
+fn stored(claim: &str, allocation: Option<AllocationResult>) {
+    STORED.with(|s| s.borrow_mut().insert(claim.to_string(), allocation));
+}
+
+#[test]
+fn a_panic_mid_call_loses_the_state_and_the_next_call_rebuilds_it() {
+    reset("");
+    feed("e.1", true, &[]);
+    current("a");
+    let slot: RefCell<Option<GuestState<Fake>>> = RefCell::new(None);
+    assert_eq!(with_slot(&slot, GuestState::prefilter).code, 0);
+    let first = slot.borrow().as_ref().map(|s| s.backend().generation);
+    with_host(|h| h.node = "panic".into());
+    let trapped = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        with_slot(&slot, GuestState::filter)
+    }));
+    assert!(trapped.is_err(), "the call trapped");
+    assert!(slot.borrow().is_none(), "the state did not come back");
+    assert!(slot.try_borrow_mut().is_ok(), "and no borrow is left behind");
+    with_host(|h| h.node = "n1".into());
+    let reply = with_slot(&slot, GuestState::filter);
+    assert!(
+        reply.code == 1 && reply.reason.contains("no scheduling cycle"),
+        "the cycle died with the state: {}",
+        reply.reason
+    );
+    let cursors_before = with_host(|h| h.cursors.len());
+    assert_eq!(with_slot(&slot, GuestState::prefilter).code, 0);
+    assert_eq!(
+        with_host(|h| h.cursors[cursors_before].clone()),
+        "",
+        "the rebuilt state reads the feed from the start"
+    );
+    assert_ne!(slot.borrow().as_ref().map(|s| s.backend().generation), first);
+    assert_eq!(with_slot(&slot, GuestState::filter).code, 0, "and goes on");
 }
 
 #[test]
@@ -315,6 +473,7 @@ fn a_refused_write_is_an_error_and_forces_a_resync() {
     let mut s = GuestState::<Fake>::start().unwrap();
     s.prefilter();
     assert_eq!(s.cursor(), "e.5");
+    assert_eq!(s.reserve().code, 0);
     with_host(|h| h.write_result = 3);
     let reply = s.prebind();
     assert_eq!(reply.code, 1);
