@@ -2,7 +2,8 @@
 //!
 //! ```text
 //! sharing-affinity replay CLUSTER.json|SCENARIO_DIR [--engine native|component|kswe] [--plugin FILE.wasm]
-//!     [--config CONFIG.json] [--output table|json] [--explain] [--fuel N]
+//!     [--config CONFIG.json] [--output table|json] [--explain] [--fuel N] [--audit]
+//! sharing-affinity audit CLUSTER.json|SCENARIO_DIR [--config CONFIG.json] [--output table|json]
 //! ```
 //!
 //! `--engine component` (the default) and `--engine kswe` build the workspace's guest with cargo
@@ -10,20 +11,22 @@
 //!
 //! Exit status: 0 when the replay ran (whatever it decided), 1 for unreadable input, a plugin that
 //! fails to load, an invalid configuration or a failure while loading the objects, 2 for usage errors.
+//! `audit`, and `replay --audit`, exit with 3 when the auditor finds a violation.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sharing_affinity_core::affinity::Config;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::KsweEngine;
 use sharing_affinity_host::native::NativeEngine;
-use sharing_affinity_host::replay::{Cluster, replay};
-use sharing_affinity_host::{artifact, report};
+use sharing_affinity_host::replay::{Cluster, replay_observed};
+use sharing_affinity_host::{artifact, audit, report};
 use wasmtime::error::Context;
-use wasmtime::{Result, bail};
+use wasmtime::{Result, bail, format_err};
 
 /// Replays recorded Kubernetes clusters through the sharing-affinity DRA scheduler plugin.
 #[derive(Parser)]
@@ -37,6 +40,23 @@ struct Cli {
 enum Command {
     /// Schedules the pending pods of a recorded cluster one by one and reports each decision.
     Replay(ReplayArgs),
+    /// Checks the allocations recorded in a cluster's ResourceClaims against the DRA and
+    /// sharing-affinity rules (capacity, dedicated devices, counters, selectors, constraints, the
+    /// lock invariant, strict gating), without running the allocator. Exit status 3 on violations.
+    Audit(AuditArgs),
+}
+
+#[derive(Args)]
+struct AuditArgs {
+    /// A cluster dump (as for `replay`), or a scenario directory holding `cluster.json`.
+    cluster: PathBuf,
+    /// The plugin configuration (for extractors configured instead of published). Default:
+    /// `config.json` of a scenario directory, else none.
+    #[arg(long, value_name = "CONFIG.json")]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    output: Output,
 }
 
 #[derive(Args)]
@@ -66,6 +86,10 @@ struct ReplayArgs {
     /// `Error` status for that call. Only with --engine component.
     #[arg(long, value_name = "N")]
     fuel: Option<u64>,
+    /// Audit the cluster state (starting state, then after every Bind) with the independent
+    /// auditor; violations are listed and the exit status is 3.
+    #[arg(long)]
+    audit: bool,
 }
 
 /// The engines the CLI can run; each has an arm in [`make_engine`].
@@ -92,9 +116,11 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => run_replay(&args),
+        Command::Audit(args) => run_audit(&args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(3),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -102,19 +128,49 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_replay(args: &ReplayArgs) -> Result<()> {
-    let (cluster_path, config_path) = resolve_inputs(args)?;
+/// Runs `audit`; `Ok(false)` when there are violations.
+fn run_audit(args: &AuditArgs) -> Result<bool> {
+    let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
     let cluster = Cluster::from_file(&cluster_path)?;
-    let config = match &config_path {
+    for invalid in &cluster.invalid {
+        eprintln!("warning: not audited: {invalid}");
+    }
+    let config = read_config(config_path.as_deref())?;
+    let config = Config::from_json(&config).map_err(|e| format_err!("{e}"))?;
+    let violations = sharing_affinity_core::audit::audit(&cluster.objects, &config);
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&violations)?),
+        Output::Table => print!("{}", audit::table(&violations)),
+    }
+    Ok(violations.is_empty())
+}
+
+fn read_config(path: Option<&Path>) -> Result<String> {
+    match path {
         Some(path) => {
-            std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))?
+            std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))
         }
-        None => String::new(),
-    };
+        None => Ok(String::new()),
+    }
+}
+
+/// Runs `replay`; `Ok(false)` when `--audit` found violations.
+fn run_replay(args: &ReplayArgs) -> Result<bool> {
+    let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
+    let cluster = Cluster::from_file(&cluster_path)?;
+    let config = read_config(config_path.as_deref())?;
     let mut engine = make_engine(args, &config)?;
+    let mut trail = match args.audit {
+        true => Some(audit::Trail::new(&cluster, &config)?),
+        false => None,
+    };
 
     let bar = progress_bar(cluster.pending.len());
-    let result = replay(engine.as_mut(), &cluster, &mut || bar.inc(1))?;
+    let result = replay_observed(engine.as_mut(), &cluster, &mut || bar.inc(1), &mut |outcome| {
+        if let Some(trail) = &mut trail {
+            trail.after_bind(outcome);
+        }
+    })?;
     bar.finish_and_clear();
 
     for rejected in &result.rejected {
@@ -123,27 +179,43 @@ fn run_replay(args: &ReplayArgs) -> Result<()> {
     for line in engine.take_logs() {
         eprintln!("plugin log: {line}");
     }
-    match args.output {
-        Output::Json => println!("{}", report::to_json_text(&result, true)),
-        Output::Table => print!("{}", report::table(&result, args.explain)),
+    let Some(trail) = trail else {
+        match args.output {
+            Output::Json => println!("{}", report::to_json_text(&result, true)),
+            Output::Table => print!("{}", report::table(&result, args.explain)),
+        }
+        return Ok(true);
+    };
+    for claim in &trail.unplaced {
+        eprintln!("warning: audit: bind returned an allocation for unknown claim {claim}");
     }
-    Ok(())
+    match args.output {
+        Output::Json => {
+            let mut json = report::to_json(&result);
+            json["audit"] = serde_json::to_value(&trail.findings)?;
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+        Output::Table => {
+            print!("{}", report::table(&result, args.explain));
+            print!("{}", audit::findings_table(&trail.findings));
+        }
+    }
+    Ok(trail.findings.is_empty())
 }
 
 /// The cluster file and the config file: a scenario directory supplies `cluster.json` and, unless
 /// `--config` is given, `config.json` when it exists.
-fn resolve_inputs(args: &ReplayArgs) -> Result<(PathBuf, Option<PathBuf>)> {
-    if !args.cluster.is_dir() {
-        return Ok((args.cluster.clone(), args.config.clone()));
+fn resolve_inputs(path: &Path, config: Option<&PathBuf>) -> Result<(PathBuf, Option<PathBuf>)> {
+    if !path.is_dir() {
+        return Ok((path.to_path_buf(), config.cloned()));
     }
-    let cluster = args.cluster.join("cluster.json");
+    let cluster = path.join("cluster.json");
     if !cluster.is_file() {
-        bail!("{} is a directory without cluster.json", args.cluster.display());
+        bail!("{} is a directory without cluster.json", path.display());
     }
-    let config = args
-        .config
-        .clone()
-        .or_else(|| Some(args.cluster.join("config.json")).filter(|p| p.is_file()));
+    let config = config
+        .cloned()
+        .or_else(|| Some(path.join("config.json")).filter(|p| p.is_file()));
     Ok((cluster, config))
 }
 
@@ -215,6 +287,7 @@ mod tests {
         full.extend(line);
         match Cli::try_parse_from(full).map(|c| c.command) {
             Ok(Command::Replay(args)) => args,
+            Ok(Command::Audit(_)) => panic!("{line:?}: parsed as audit"),
             Err(e) => panic!("{line:?}: {e}"),
         }
     }

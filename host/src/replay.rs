@@ -118,6 +118,17 @@ pub struct Replay {
 /// Loads the cluster into the engine and schedules its pending pods. `progress` is called after
 /// each pod. Only a failure to load (for example a trap while loading) is an error.
 pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnMut()) -> Result<Replay> {
+    replay_observed(engine, cluster, progress, &mut |_| {})
+}
+
+/// [`replay`], calling `after_bind` with each pod's outcome right after a successful Bind (the
+/// hook `replay --audit` uses to audit the cluster state).
+pub fn replay_observed(
+    engine: &mut dyn Engine,
+    cluster: &Cluster,
+    progress: &mut dyn FnMut(),
+    after_bind: &mut dyn FnMut(&PodOutcome),
+) -> Result<Replay> {
     let mut rejected = cluster.invalid.clone();
     rejected.extend(
         engine
@@ -128,8 +139,12 @@ pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnM
     let mut pods = Vec::with_capacity(cluster.pending.len());
     for pod in &cluster.pending {
         let start = Instant::now();
-        pods.push(schedule(engine, pod, &cluster.nodes, &mut samples));
+        let outcome = schedule(engine, pod, &cluster.nodes, &mut samples);
         samples.cycle.push(nanos(start));
+        if outcome.node.is_some() {
+            after_bind(&outcome);
+        }
+        pods.push(outcome);
         progress();
     }
     Ok(Replay {
