@@ -384,6 +384,22 @@ def unreconstructable():
     write(c, name)
 
 
+def racy_placeholder():
+    name = "racy-placeholder-two-subnets-share-eth1"
+    c = Cluster(name)
+    nic_class(c)
+    nic_node(c, "net-node-1", [nic("eth1", 8, 0), nic("eth2", 8, 1)], [extractor({"subnet": SUBNET_EXPR})])
+    for sub in ("a", "b", "c"):
+        c.template("tenant", "net-" + sub, [nic_request()], [nic_config("subnet-" + sub)])
+    # A placeholder workaround checked "eth1 has room" for both pods at once and bound both: eth1 is
+    # held by subnet-a and subnet-b, which the lock invariant forbids.
+    bound_nic(c, "tenant", "racer-a", "net-node-1", "eth1", "net-a", -300)
+    bound_nic(c, "tenant", "racer-b", "net-node-1", "eth1", "net-b", -200)
+    for n, (pod, sub) in enumerate((("new-a", "a"), ("new-c", "c"))):
+        c.pod("tenant", pod, [("nic", "template", "net-" + sub)], created=n, app="new")
+    write(c, name)
+
+
 def conflicting():
     name = "claim-conflicting-subnets-unresolvable"
     c = Cluster(name)
@@ -417,6 +433,7 @@ def main():
     multi_node()
     unreconstructable()
     conflicting()
+    racy_placeholder()
 
 
 if __name__ == "__main__":

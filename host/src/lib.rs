@@ -12,11 +12,13 @@
 //!   KSWE guest (ours, built with `--features scheduler-abi`, or any other) in the replay.
 //! - [`artifact`]: finds (or builds with cargo) the guest core modules, each in its own target
 //!   directory, and encodes the component one as a component.
+//! - [`audit`]: `sharing-affinity audit` and the per-Bind audit trail of `replay --audit`.
 //! - [`replay`]: drives a recorded cluster through an engine pod by pod; [`report`] prints the result.
 //! - [`generate`]: a deterministic generator of clusters of any size in the recorded format.
 //! - [`simulate`]: native sharing affinity against the driver workaround on one generated workload.
 
 pub mod artifact;
+pub mod audit;
 pub mod bindings;
 pub mod component;
 pub mod engine;

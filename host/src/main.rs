@@ -8,6 +8,8 @@
 //!     [--groups G] [--profile nic|gpu|fpga|rdma|plain] [--seed S] [--extractors-in-config] [--burst B]
 //!     [--out DIR]
 //! sharing-affinity simulate (the generate options) [--driver-lag N] [--output table|json]
+//!     [--audit]
+//! sharing-affinity audit CLUSTER.json|SCENARIO_DIR [--config CONFIG.json] [--output table|json]
 //! ```
 //!
 //! `--engine component` (the default) and `--engine kswe` build the workspace's guest with cargo
@@ -15,19 +17,21 @@
 //!
 //! Exit status: 0 when the replay ran (whatever it decided), 1 for unreadable input, a plugin that
 //! fails to load, an invalid configuration or a failure while loading the objects, 2 for usage errors.
+//! `audit`, and `replay --audit`, exit with 3 when the auditor finds a violation.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
+use sharing_affinity_core::affinity::Config;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::generate::{self, Profile, Spec};
 use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweModule, TrapPolicy};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Binding, Cluster, replay_with};
-use sharing_affinity_host::{artifact, report, simulate};
+use sharing_affinity_host::{artifact, audit, report, simulate};
 use wasmtime::error::Context;
 use wasmtime::{Result, bail, format_err};
 
@@ -47,6 +51,10 @@ enum Command {
     Generate(GenerateArgs),
     /// Compares native sharing affinity with the driver workaround on one generated workload.
     Simulate(SimulateArgs),
+    /// Checks the allocations recorded in a cluster's ResourceClaims against the DRA and
+    /// sharing-affinity rules (capacity, dedicated devices, counters, selectors, constraints, the
+    /// lock invariant, strict gating), without running the allocator. Exit status 3 on violations.
+    Audit(AuditArgs),
 }
 
 /// The workload shape shared by `generate` and `simulate`.
@@ -130,6 +138,19 @@ impl WorkloadArgs {
 }
 
 #[derive(Args)]
+struct AuditArgs {
+    /// A cluster dump (as for `replay`), or a scenario directory holding `cluster.json`.
+    cluster: PathBuf,
+    /// The plugin configuration (for extractors configured instead of published). Default:
+    /// `config.json` of a scenario directory, else none.
+    #[arg(long, value_name = "CONFIG.json")]
+    config: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = Output::Table)]
+    output: Output,
+}
+
+#[derive(Args)]
 struct ReplayArgs {
     /// The output of `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods -A -o json`,
     /// or a scenario directory holding `cluster.json` (and optionally `config.json`).
@@ -165,6 +186,10 @@ struct ReplayArgs {
     /// for WASI guests that read it. Takes every following argument, so put it last.
     #[arg(long = "guest-args", value_name = "ARG", num_args = 1.., allow_hyphen_values = true)]
     guest_args: Vec<String>,
+    /// Audit the cluster state (starting state, then after every Bind) with the independent
+    /// auditor; violations are listed and the exit status is 3.
+    #[arg(long)]
+    audit: bool,
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -201,9 +226,11 @@ fn main() -> ExitCode {
         Command::Replay(args) => run_replay(&args),
         Command::Generate(args) => run_generate(&args),
         Command::Simulate(args) => run_simulate(&args),
+        Command::Audit(args) => run_audit(&args),
     };
     match result {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(3),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -211,23 +238,54 @@ fn main() -> ExitCode {
     }
 }
 
-fn run_replay(args: &ReplayArgs) -> Result<()> {
-    let (cluster_path, config_path) = resolve_inputs(args)?;
+/// Runs `audit`; `Ok(false)` when there are violations.
+fn run_audit(args: &AuditArgs) -> Result<bool> {
+    let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
     let cluster = Cluster::from_file(&cluster_path)?;
-    let config = match &config_path {
+    for invalid in &cluster.invalid {
+        eprintln!("warning: not audited: {invalid}");
+    }
+    let config = read_config(config_path.as_deref())?;
+    let config = Config::from_json(&config).map_err(|e| format_err!("{e}"))?;
+    let violations = sharing_affinity_core::audit::audit(&cluster.objects, &config);
+    match args.output {
+        Output::Json => println!("{}", serde_json::to_string_pretty(&violations)?),
+        Output::Table => print!("{}", audit::table(&violations)),
+    }
+    Ok(violations.is_empty())
+}
+
+fn read_config(path: Option<&Path>) -> Result<String> {
+    match path {
         Some(path) => {
-            std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))?
+            std::fs::read_to_string(path).with_context(|| format!("reading config {}", path.display()))
         }
-        None => String::new(),
-    };
+        None => Ok(String::new()),
+    }
+}
+
+/// Runs `replay`; `Ok(false)` when `--audit` found violations.
+fn run_replay(args: &ReplayArgs) -> Result<bool> {
+    let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
+    let cluster = Cluster::from_file(&cluster_path)?;
+    let config = read_config(config_path.as_deref())?;
     let mut engine = make_engine(args, &config)?;
+    let mut trail = match args.audit {
+        true => Some(audit::Trail::new(&cluster, &config)?),
+        false => None,
+    };
+
     let binding = match (args.binding, args.engine) {
         (Some(BindingMode::Sync), _) | (None, EngineKind::Native | EngineKind::Component) => Binding::Sync,
         (Some(BindingMode::Async), _) | (None, EngineKind::Kswe) => Binding::Async,
     };
 
     let bar = progress_bar(cluster.pending.len());
-    let result = replay_with(engine.as_mut(), &cluster, binding, &mut || bar.inc(1))?;
+    let result = replay_with(engine.as_mut(), &cluster, binding, &mut || bar.inc(1), &mut |outcome| {
+        if let Some(trail) = &mut trail {
+            trail.after_bind(outcome);
+        }
+    })?;
     bar.finish_and_clear();
 
     for rejected in &result.rejected {
@@ -236,11 +294,28 @@ fn run_replay(args: &ReplayArgs) -> Result<()> {
     for line in engine.take_logs() {
         eprintln!("plugin log: {line}");
     }
-    match args.output {
-        Output::Json => println!("{}", report::to_json_text(&result, true)),
-        Output::Table => print!("{}", report::table(&result, args.explain)),
+    let Some(trail) = trail else {
+        match args.output {
+            Output::Json => println!("{}", report::to_json_text(&result, true)),
+            Output::Table => print!("{}", report::table(&result, args.explain)),
+        }
+        return Ok(true);
+    };
+    for claim in &trail.unplaced {
+        eprintln!("warning: audit: bind returned an allocation for unknown claim {claim}");
     }
-    Ok(())
+    match args.output {
+        Output::Json => {
+            let mut json = report::to_json(&result);
+            json["audit"] = serde_json::to_value(&trail.findings)?;
+            println!("{}", serde_json::to_string_pretty(&json)?);
+        }
+        Output::Table => {
+            print!("{}", report::table(&result, args.explain));
+            print!("{}", audit::findings_table(&trail.findings));
+        }
+    }
+    Ok(trail.findings.is_empty())
 }
 
 fn run_generate(args: &GenerateArgs) -> Result<()> {
@@ -281,18 +356,17 @@ fn run_simulate(args: &SimulateArgs) -> Result<()> {
 
 /// The cluster file and the config file: a scenario directory supplies `cluster.json` and, unless
 /// `--config` is given, `config.json` when it exists.
-fn resolve_inputs(args: &ReplayArgs) -> Result<(PathBuf, Option<PathBuf>)> {
-    if !args.cluster.is_dir() {
-        return Ok((args.cluster.clone(), args.config.clone()));
+fn resolve_inputs(path: &Path, config: Option<&PathBuf>) -> Result<(PathBuf, Option<PathBuf>)> {
+    if !path.is_dir() {
+        return Ok((path.to_path_buf(), config.cloned()));
     }
-    let cluster = args.cluster.join("cluster.json");
+    let cluster = path.join("cluster.json");
     if !cluster.is_file() {
-        bail!("{} is a directory without cluster.json", args.cluster.display());
+        bail!("{} is a directory without cluster.json", path.display());
     }
-    let config = args
-        .config
-        .clone()
-        .or_else(|| Some(args.cluster.join("config.json")).filter(|p| p.is_file()));
+    let config = config
+        .cloned()
+        .or_else(|| Some(path.join("config.json")).filter(|p| p.is_file()));
     Ok((cluster, config))
 }
 

@@ -178,16 +178,28 @@ pub enum Binding {
 /// `progress` is called after each pod. Only a failure to load (for example a trap while
 /// loading) is an error.
 pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnMut()) -> Result<Replay> {
-    replay_with(engine, cluster, Binding::Sync, progress)
+    replay_with(engine, cluster, Binding::Sync, progress, &mut |_| {})
 }
 
-/// As [`replay`], with the given binding mode. `Binding::Async` with an engine that binds
+/// [`replay`], calling `after_bind` with each pod's outcome right after a successful Bind (the
+/// hook `replay --audit` uses to audit the cluster state).
+pub fn replay_observed(
+    engine: &mut dyn Engine,
+    cluster: &Cluster,
+    progress: &mut dyn FnMut(),
+    after_bind: &mut dyn FnMut(&PodOutcome),
+) -> Result<Replay> {
+    replay_with(engine, cluster, Binding::Sync, progress, after_bind)
+}
+
+/// As [`replay_observed`], with the given binding mode. `Binding::Async` with an engine that binds
 /// synchronously only is an error.
 pub fn replay_with(
     engine: &mut dyn Engine,
     cluster: &Cluster,
     binding: Binding,
     progress: &mut dyn FnMut(),
+    after_bind: &mut dyn FnMut(&PodOutcome),
 ) -> Result<Replay> {
     if binding == Binding::Async && !engine.async_binding() {
         return Err(format_err!(
@@ -208,12 +220,17 @@ pub fn replay_with(
     for pod in &cluster.pending {
         let start = Instant::now();
         let (mut outcome, reserved) = {
-            let mut between = |e: &mut dyn Engine| run_deferred(e, &mut deferred, &mut pods);
+            let mut between = |e: &mut dyn Engine| run_deferred(e, &mut deferred, &mut pods, &mut *after_bind);
             scheduling_cycle(engine, pod, &cluster.nodes, &mut samples, binding, &mut between)
         };
         if let Some(node) = reserved {
             match binding {
-                Binding::Sync => bind_now(engine, &mut outcome, node),
+                Binding::Sync => {
+                    bind_now(engine, &mut outcome, node);
+                    if outcome.node.is_some() {
+                        after_bind(&outcome);
+                    }
+                }
                 Binding::Async => deferred = Some((pods.len(), node)),
             }
         }
@@ -221,7 +238,7 @@ pub fn replay_with(
         pods.push(outcome);
         progress();
     }
-    run_deferred(engine, &mut deferred, &mut pods);
+    run_deferred(engine, &mut deferred, &mut pods, after_bind);
     Ok(Replay {
         engine: engine.name(),
         rejected,
@@ -232,7 +249,12 @@ pub fn replay_with(
 }
 
 /// Runs the waiting binding cycle, if any, and records its result in its pod's outcome.
-fn run_deferred(engine: &mut dyn Engine, deferred: &mut Option<(usize, String)>, pods: &mut [PodOutcome]) {
+fn run_deferred(
+    engine: &mut dyn Engine,
+    deferred: &mut Option<(usize, String)>,
+    pods: &mut [PodOutcome],
+    after_bind: &mut dyn FnMut(&PodOutcome),
+) {
     let Some((index, node)) = deferred.take() else {
         return;
     };
@@ -243,6 +265,7 @@ fn run_deferred(engine: &mut dyn Engine, deferred: &mut Option<(usize, String)>,
         Ok(allocations) => {
             outcome.allocations = allocations;
             outcome.node = Some(node);
+            after_bind(outcome);
         }
         Err(status) => outcome.error = Some(format!("bind on node {node}: {status}")),
     }

@@ -174,7 +174,7 @@ fn async_binding_decides_as_sync_binding() {
     let mut results = Vec::new();
     for binding in [Binding::Sync, Binding::Async] {
         let mut engine = KsweEngine::from_module(module(), "").unwrap();
-        let replay = replay_with(&mut engine, &cluster, binding, &mut || {}).unwrap();
+        let replay = replay_with(&mut engine, &cluster, binding, &mut || {}, &mut |_| {}).unwrap();
         assert_eq!(engine.traps(), 0, "{binding:?}");
         assert!(engine.take_logs().is_empty(), "{binding:?}");
         let placed: Vec<_> = replay

@@ -51,7 +51,7 @@ fn an_image_locality_guest_scores_as_kube_schedulers_plugin() {
     let cluster = cluster();
     let module = KsweModule::new(&wat("image_locality.wat")).unwrap();
     let mut engine = KsweEngine::from_module(&module, "").unwrap();
-    let replay = replay_with(&mut engine, &cluster, Binding::Async, &mut || {}).unwrap();
+    let replay = replay_with(&mut engine, &cluster, Binding::Async, &mut || {}, &mut |_| {}).unwrap();
     let scores: Vec<(String, Vec<Option<u32>>, Option<String>)> = replay
         .pods
         .iter()

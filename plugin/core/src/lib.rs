@@ -16,6 +16,7 @@
 
 pub mod affinity;
 pub mod allocator;
+pub mod audit;
 pub mod capacity;
 pub mod cel;
 pub mod constraints;

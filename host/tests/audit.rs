@@ -1,0 +1,194 @@
+//! The auditor on recorded cycles: it reports the racy placeholder fixture's lock violation, finds
+//! nothing after any Bind of the native replay of every scenario, and the CLI's `audit` and
+//! `replay --audit` print the violations and exit with status 3.
+
+use std::process::Command;
+
+use sharing_affinity_core::affinity::Config;
+use sharing_affinity_core::audit::{Rule, audit};
+use sharing_affinity_host::audit::Trail;
+use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::replay::{Cluster, replay_observed, scenario_dirs};
+
+const RACY: &str = "racy-placeholder-two-subnets-share-eth1";
+
+fn config_of(dir: &std::path::Path) -> String {
+    std::fs::read_to_string(dir.join("config.json")).unwrap_or_default()
+}
+
+#[test]
+fn the_racy_placeholder_fixture_violates_the_lock_invariant() {
+    let dir = scenario_dirs()
+        .into_iter()
+        .find(|d| d.ends_with(RACY))
+        .expect("the racy placeholder scenario is in testdata/");
+    let cluster = Cluster::from_file(&dir.join("cluster.json")).unwrap();
+    let violations = audit(&cluster.objects, &Config::default());
+    assert_eq!(violations.len(), 1, "{violations:#?}");
+    let v = &violations[0];
+    assert_eq!(v.rule, Rule::Lock);
+    assert_eq!(v.device, "networking.example.com/net-node-1/eth1");
+    assert_eq!(v.claims, ["tenant/racer-a-nic", "tenant/racer-b-nic"]);
+    assert!(
+        v.message.contains("subnet=subnet-a") && v.message.contains("subnet=subnet-b"),
+        "{v}"
+    );
+}
+
+/// Every scenario replayed natively: the auditor finds nothing new after any Bind. Violations of
+/// the starting state are those the scenarios were recorded with.
+#[test]
+fn no_violation_after_any_bind_of_the_recorded_cycles() {
+    let dirs = scenario_dirs();
+    assert!(dirs.len() >= 15, "scenarios found: {dirs:?}");
+    for dir in dirs {
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let cluster = Cluster::from_file(&dir.join("cluster.json")).unwrap();
+        let config = config_of(&dir);
+        let mut engine = NativeEngine::new(&config).unwrap();
+        let mut trail = Trail::new(&cluster, &config).unwrap();
+        let mut binds = 0;
+        replay_observed(&mut engine, &cluster, &mut || {}, &mut |outcome| {
+            binds += 1;
+            assert_eq!(
+                trail.after_bind(outcome),
+                0,
+                "{name}: after {}: {:#?}",
+                outcome.pod,
+                trail.findings
+            );
+        })
+        .unwrap();
+        assert!(trail.unplaced.is_empty(), "{name}: {:?}", trail.unplaced);
+        let start: Vec<_> = trail
+            .findings
+            .iter()
+            .map(|f| (f.violation.rule, f.violation.device.as_str()))
+            .collect();
+        let expected: &[(Rule, &str)] = match name.as_str() {
+            RACY => &[(Rule::Lock, "networking.example.com/net-node-1/eth1")],
+            "unreconstructable-legacy-claim-blocks-device" => {
+                &[(Rule::Gating, "networking.example.com/net-node-1/eth1")]
+            }
+            _ => &[],
+        };
+        assert_eq!(start, expected, "{name}");
+        if name == "large-32-nodes-60-pods" {
+            assert!(binds > 30, "{name}: {binds} binds");
+        }
+    }
+}
+
+fn cli(args: &[&str]) -> (i32, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+#[test]
+fn cli_audit_exit_status_and_outputs() {
+    let root = sharing_affinity_host::artifact::workspace_root().join("testdata");
+    let racy = root.join(RACY);
+    let racy = racy.to_str().unwrap();
+    let (code, table) = cli(&["audit", racy]);
+    assert_eq!(code, 3, "{table}");
+    assert!(
+        table.contains("lock") && table.contains("tenant/racer-a-nic,tenant/racer-b-nic"),
+        "{table}"
+    );
+    let (code, json) = cli(&["audit", racy, "--output", "json"]);
+    assert_eq!(code, 3);
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v[0]["rule"], "lock", "{json}");
+    assert_eq!(v[0]["device"], "networking.example.com/net-node-1/eth1");
+    let clean = root.join("rdma-pkey-locked-mlx5-0-next-device");
+    let (code, table) = cli(&["audit", clean.to_str().unwrap()]);
+    assert_eq!((code, table.as_str()), (0, "no violations\n"));
+    let (code, json) = cli(&[
+        "replay", "--engine", "native", "--audit", racy, "--output", "json",
+    ]);
+    assert_eq!(code, 3, "{json}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["audit"].as_array().map(Vec::len), Some(1), "{json}");
+    assert_eq!(v["audit"][0]["after_bind"], serde_json::Value::Null);
+    let (code, table) = cli(&["replay", "--engine", "native", "--audit", clean.to_str().unwrap()]);
+    assert_eq!(code, 0, "{table}");
+    assert!(table.contains("audit: no violations after any bind"), "{table}");
+}
+
+/// An engine that binds what the native engine decided, but moves every device result to
+/// `mlx5-0`: the wrong share the per-Bind audit must catch right after it happens.
+struct Misbinding(NativeEngine);
+
+impl sharing_affinity_host::engine::Engine for Misbinding {
+    fn name(&self) -> &'static str {
+        "misbinding"
+    }
+    fn load(&mut self, objects: &[sharing_affinity_core::object::Object]) -> wasmtime::Result<Vec<String>> {
+        self.0.load(objects)
+    }
+    fn prefilter(&mut self, pod: &str) -> sharing_affinity_core::Status {
+        self.0.prefilter(pod)
+    }
+    fn filter(&mut self, node: &str) -> sharing_affinity_core::Status {
+        self.0.filter(node)
+    }
+    fn score(&mut self, node: &str) -> Result<u32, sharing_affinity_core::Status> {
+        self.0.score(node)
+    }
+    fn reserve(
+        &mut self,
+        node: &str,
+    ) -> Result<Vec<sharing_affinity_core::plugin::ClaimAllocation>, sharing_affinity_core::Status> {
+        self.0.reserve(node)
+    }
+    fn unreserve(&mut self, node: &str) {
+        self.0.unreserve(node)
+    }
+    fn bind(
+        &mut self,
+        node: &str,
+    ) -> Result<Vec<sharing_affinity_core::plugin::ClaimAllocation>, sharing_affinity_core::Status> {
+        let mut out = self.0.bind(node)?;
+        for a in &mut out {
+            for r in &mut a.allocation.devices.results {
+                r.device = "mlx5-0".into();
+            }
+        }
+        Ok(out)
+    }
+}
+
+#[test]
+fn a_wrong_bind_is_reported_right_after_it() {
+    let dir = sharing_affinity_host::artifact::workspace_root()
+        .join("testdata")
+        .join("rdma-pkey-locked-mlx5-0-next-device");
+    let cluster = Cluster::from_file(&dir.join("cluster.json")).unwrap();
+    let mut engine = Misbinding(NativeEngine::new("").unwrap());
+    let mut trail = Trail::new(&cluster, "").unwrap();
+    replay_observed(&mut engine, &cluster, &mut || {}, &mut |o| {
+        trail.after_bind(o);
+    })
+    .unwrap();
+    let found: Vec<_> = trail
+        .findings
+        .iter()
+        .map(|f| (f.after_bind.as_deref(), f.violation.rule))
+        .collect();
+    // Found right after trainer-c's Bind; trainer-d joining the broken device is reported again.
+    assert_eq!(
+        found,
+        [
+            (Some("ml-team/trainer-c"), Rule::Lock),
+            (Some("ml-team/trainer-d"), Rule::Lock)
+        ],
+        "{:#?}",
+        trail.findings
+    );
+}
