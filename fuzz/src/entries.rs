@@ -347,9 +347,14 @@ pub fn run_cycle(which: usize, ops: &[Op]) -> usize {
             Op::Reserve(i) => {
                 let _ = plugin.reserve(&node(i));
             }
-            Op::Unreserve(i) => plugin.unreserve(&node(i)),
+            Op::Unreserve(i) => {
+                let pod = current_pod.clone().unwrap_or_default();
+                let _ = plugin.unreserve(&pod, &node(i));
+            }
             Op::Bind(i) => {
-                if let (Ok(a), Some(pod)) = (plugin.bind(&node(i)), &current_pod) {
+                if let Some(pod) = &current_pod
+                    && let Ok(a) = plugin.bind(pod, &node(i))
+                {
                     bound = Some((pod.clone(), node(i), a));
                 }
             }
@@ -372,12 +377,14 @@ pub fn run_cycle(which: usize, ops: &[Op]) -> usize {
                 }
                 let Some((_, n)) = best else { continue };
                 if plugin.reserve(&n).is_err() {
-                    plugin.unreserve(&n);
+                    let _ = plugin.unreserve(&pod, &n);
                     continue;
                 }
-                match plugin.bind(&n) {
+                match plugin.bind(&pod, &n) {
                     Ok(a) => bound = Some((pod, n, a)),
-                    Err(_) => plugin.unreserve(&n),
+                    Err(_) => {
+                        let _ = plugin.unreserve(&pod, &n);
+                    }
                 }
             }
         }

@@ -224,8 +224,8 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => run_replay(&args),
-        Command::Generate(args) => run_generate(&args),
-        Command::Simulate(args) => run_simulate(&args),
+        Command::Generate(args) => run_generate(&args).map(|()| true),
+        Command::Simulate(args) => run_simulate(&args).map(|()| true),
         Command::Audit(args) => run_audit(&args),
     };
     match result {
@@ -281,11 +281,17 @@ fn run_replay(args: &ReplayArgs) -> Result<bool> {
     };
 
     let bar = progress_bar(cluster.pending.len());
-    let result = replay_with(engine.as_mut(), &cluster, binding, &mut || bar.inc(1), &mut |outcome| {
-        if let Some(trail) = &mut trail {
-            trail.after_bind(outcome);
-        }
-    })?;
+    let result = replay_with(
+        engine.as_mut(),
+        &cluster,
+        binding,
+        &mut || bar.inc(1),
+        &mut |outcome| {
+            if let Some(trail) = &mut trail {
+                trail.after_bind(outcome);
+            }
+        },
+    )?;
     bar.finish_and_clear();
 
     for rejected in &result.rejected {

@@ -220,7 +220,8 @@ pub fn replay_with(
     for pod in &cluster.pending {
         let start = Instant::now();
         let (mut outcome, reserved) = {
-            let mut between = |e: &mut dyn Engine| run_deferred(e, &mut deferred, &mut pods, &mut *after_bind);
+            let mut between =
+                |e: &mut dyn Engine| run_deferred(e, &mut deferred, &mut pods, &mut *after_bind);
             scheduling_cycle(engine, pod, &cluster.nodes, &mut samples, binding, &mut between)
         };
         if let Some(node) = reserved {

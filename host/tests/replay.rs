@@ -166,7 +166,8 @@ fn golden_kswe(dir: &Path, binding: Binding) -> Result<(), Failed> {
     let expected = if blessing() { None } else { Some(expected(dir)?) };
     let mut engine = KsweEngine::from_module(kswe_module()?, &config(dir)?).map_err(|e| format!("{e:#}"))?;
     let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
-    let replayed = replay_with(&mut engine, &cluster, binding, &mut || {}, &mut |_| {}).map_err(|e| format!("{e:#}"))?;
+    let replayed =
+        replay_with(&mut engine, &cluster, binding, &mut || {}, &mut |_| {}).map_err(|e| format!("{e:#}"))?;
     let actual = report::decisions(&replayed);
     let logs = engine.take_logs();
     if engine.traps() > 0 || !logs.is_empty() {
