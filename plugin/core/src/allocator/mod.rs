@@ -187,16 +187,19 @@ enum Mode {
     All,
 }
 
+/// One selector of a request: (from the class, expression, compiled).
+type ReqSelector<'a> = (
+    bool,
+    &'a str,
+    Result<std::sync::Arc<crate::cel::Selector>, crate::cel::CelError>,
+);
+
 struct ReqData<'a> {
     request: &'a str,
     sub: Option<&'a str>,
     class: &'a DeviceClass,
     /// Class selectors then request selectors: (from the class, expression, compiled).
-    selectors: Vec<(
-        bool,
-        &'a str,
-        Result<std::sync::Arc<crate::cel::Selector>, crate::cel::CelError>,
-    )>,
+    selectors: Vec<ReqSelector<'a>>,
     mode: Mode,
     admin: bool,
     tolerations: &'a [DeviceToleration],
