@@ -404,6 +404,7 @@ mod tests {
                 labels,
                 ..Default::default()
             },
+            ..Default::default()
         }
     }
 

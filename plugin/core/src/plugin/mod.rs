@@ -23,11 +23,13 @@ use crate::cel::CelCache;
 use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
 use crate::model::{
-    AllocationResult, DeviceClass, Node, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    AllocationResult, DeviceClass, DeviceTaintRule, Node, Pod, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice,
 };
 use crate::object::{Object, decode_object, object_key, parse_objects};
 use crate::quantity::Quantity;
 use crate::status::Status;
+use crate::taints::TaintRule;
 
 mod cycle;
 mod locks;
@@ -106,6 +108,9 @@ pub struct Plugin {
     slices: BTreeMap<String, ResourceSlice>,
     claims: BTreeMap<String, ResourceClaim>,
     templates: BTreeMap<String, ResourceClaimTemplate>,
+    /// DeviceTaintRules by name; a change rebuilds the whole slice index.
+    taint_rules: BTreeMap<String, DeviceTaintRule>,
+    rules_dirty: bool,
     /// Reserved but not yet bound claims (the scheduler's in-flight allocations).
     inflight: BTreeMap<String, ResourceClaim>,
     derived: Option<Derived>,
@@ -132,6 +137,8 @@ impl Plugin {
             slices: BTreeMap::new(),
             claims: BTreeMap::new(),
             templates: BTreeMap::new(),
+            taint_rules: BTreeMap::new(),
+            rules_dirty: false,
             inflight: BTreeMap::new(),
             derived: None,
             slices_dirty: false,
@@ -192,6 +199,11 @@ impl Plugin {
             }
             Object::DeviceClass(c) => {
                 self.classes.insert(key, *c);
+                self.class_changed();
+            }
+            Object::DeviceTaintRule(r) => {
+                self.taint_rules.insert(key, *r);
+                self.rules_dirty = true;
             }
             Object::ResourceSlice(s) => {
                 self.changed_pools
@@ -248,6 +260,12 @@ impl Plugin {
             }
             "DeviceClass" => {
                 self.classes.remove(&key);
+                self.class_changed();
+            }
+            "DeviceTaintRule" => {
+                if self.taint_rules.remove(&key).is_some() {
+                    self.rules_dirty = true;
+                }
             }
             "ResourceSlice" => {
                 if let Some(old) = self.slices.remove(&key) {
@@ -329,13 +347,22 @@ impl Plugin {
     /// their converted devices (and prepared CEL input). A rebuild during a cycle ends that cycle:
     /// the extractor outcomes PreFilter computed refer to the old index.
     fn derived(&mut self) -> &Derived {
-        if self.derived.is_none() || self.slices_dirty {
+        if self.derived.is_none() || self.slices_dirty || self.rules_dirty {
             let previous = self.derived.take();
-            let index = Index::rebuild(
+            let rules: Vec<TaintRule> = self
+                .taint_rules
+                .values()
+                .filter_map(|r| TaintRule::resolve(r, &self.classes))
+                .collect();
+            // Changed rules can change the taints of any device: nothing is reused.
+            let reuse = previous.as_ref().filter(|_| !self.rules_dirty).map(|d| &d.index);
+            let index = Index::rebuild_with_rules(
                 self.slices.values(),
-                previous.as_ref().map(|d| &d.index),
+                reuse,
                 &self.changed_pools,
+                Some((&rules, &self.cel)),
             );
+            self.rules_dirty = false;
             let extractors = Extractors::build(&index, &self.config, &self.cel);
             self.locks.borrow_mut().clear();
             self.changed_pools.clear();
@@ -355,6 +382,19 @@ impl Plugin {
             });
         }
         self.derived.as_ref().expect("derived state was just built")
+    }
+
+    /// A class changed: rules that name a class (`v1alpha3` `deviceClassName`) must be evaluated
+    /// again.
+    fn class_changed(&mut self) {
+        if self.taint_rules.values().any(|r| {
+            r.spec
+                .device_selector
+                .as_ref()
+                .is_some_and(|s| s.device_class_name.is_some())
+        }) {
+            self.rules_dirty = true;
+        }
     }
 
     /// The lock state of a device, from the claims holding it.

@@ -371,6 +371,7 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
                     resource_claim_template_name: c.resource_claim_template_name,
                 })
                 .collect(),
+            ..Default::default()
         },
         status: model::PodStatus {
             resource_claim_statuses: status
@@ -381,6 +382,7 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
                     resource_claim_name: s.resource_claim_name,
                 })
                 .collect(),
+            ..Default::default()
         },
     }
 }
@@ -389,6 +391,7 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
 pub fn node_from_proto(node: Node) -> model::Node {
     model::Node {
         metadata: meta_from_proto(node.metadata.unwrap_or_default()),
+        ..Default::default()
     }
 }
 
