@@ -1,13 +1,14 @@
 //! Replaying a recorded cluster through an [`Engine`]: the scheduling decisions kube-scheduler would
 //! take with only this plugin enabled.
 //!
-//! The input is what `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods -A -o json`
+//! The input is what `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods,devicetaintrules -A -o json`
 //! prints. Every object is loaded into the engine; then the pending pods (no `spec.nodeName`) are
 //! scheduled one at a time, ordered by `metadata.creationTimestamp`, then `namespace/name`. For each
 //! pod: prefilter; filter on every node in name order (each call timed); score on the feasible nodes;
 //! the highest score wins (ties: the smaller node name); reserve and bind there, and unreserve when
 //! bind fails. When prefilter fails, every node gets its status.
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
@@ -26,6 +27,8 @@ pub struct Cluster {
     pub objects: Vec<Object>,
     /// Objects that failed to decode, one message each (they are not loaded).
     pub invalid: Vec<String>,
+    /// Objects of kinds the plugin does not use (Namespaces, Events...), counted by kind.
+    pub ignored: BTreeMap<String, usize>,
     /// Node names, sorted.
     pub nodes: Vec<String>,
     /// Pending pods (`namespace/name`) in scheduling order.
@@ -52,10 +55,26 @@ impl Cluster {
         pending.sort();
         Ok(Cluster {
             invalid: parsed.errors.iter().map(ToString::to_string).collect(),
+            ignored: parsed.ignored,
             objects: parsed.objects,
             nodes,
             pending: pending.into_iter().map(|(_, key)| key).collect(),
         })
+    }
+
+    /// The one summary line for the objects not used, by kind (`None` when every object was used):
+    /// `not used by the plugin: 3 objects (Event 2, Namespace 1)`.
+    pub fn ignored_summary(&self) -> Option<String> {
+        if self.ignored.is_empty() {
+            return None;
+        }
+        let total: usize = self.ignored.values().sum();
+        let kinds: Vec<String> = self.ignored.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let noun = if total == 1 { "object" } else { "objects" };
+        Some(format!(
+            "not used by the plugin: {total} {noun} ({})",
+            kinds.join(", ")
+        ))
     }
 
     /// Reads and parses a cluster file.
@@ -249,6 +268,46 @@ mod tests {
     }
 
     #[test]
+    fn unused_kinds_are_counted_by_kind_in_one_line() {
+        let json = r#"{"kind":"List","items":[
+            {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}},
+            {"apiVersion":"v1","kind":"Event","metadata":{"name":"e1","namespace":"a"}},
+            {"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"a"}},
+            {"apiVersion":"v1","kind":"Event","metadata":{"name":"e2","namespace":"a"}},
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}
+        ]}"#;
+        let cluster = Cluster::parse(json).unwrap();
+        assert_eq!(
+            cluster.ignored_summary().as_deref(),
+            Some("not used by the plugin: 4 objects (Deployment 1, Event 2, Namespace 1)")
+        );
+        assert_eq!(cluster.objects.len(), 1);
+        let used = Cluster::parse(r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}"#).unwrap();
+        assert_eq!(used.ignored_summary(), None);
+    }
+
+    #[test]
+    fn a_used_kind_in_an_unreadable_version_is_an_error_naming_it() {
+        let json = r#"{"kind":"List","items":[
+            {"apiVersion":"resource.k8s.io/v1beta1","kind":"ResourceSlice","metadata":{"name":"s"}},
+            {"apiVersion":"resource.k8s.io/v1beta1","kind":"DeviceTaintRule","metadata":{"name":"r"}}
+        ]}"#;
+        let cluster = Cluster::parse(json).unwrap();
+        assert_eq!(cluster.invalid.len(), 2, "{:?}", cluster.invalid);
+        assert!(cluster.ignored.is_empty(), "never a skip");
+        for (msg, name) in cluster
+            .invalid
+            .iter()
+            .zip(["ResourceSlice s", "DeviceTaintRule r"])
+        {
+            assert!(
+                msg.contains(name) && msg.contains("resource.k8s.io/v1beta1"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
     fn invalid_objects_are_listed_and_not_json_is_an_error() {
         let json = r#"{"kind":"List","items":[{"apiVersion":"v1","kind":"Pod","metadata":{}}]}"#;
         let cluster = Cluster::parse(json).unwrap();
@@ -317,6 +376,7 @@ mod tests {
         Cluster {
             objects: Vec::new(),
             invalid: vec!["bad object".into()],
+            ignored: BTreeMap::new(),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             pending: vec!["ns/p".into()],
         }

@@ -103,6 +103,20 @@ impl Plugin {
                     )));
                 }
             };
+            // A claim named in `status.resourceClaimStatuses` must have been generated for this
+            // pod (upstream `resourceclaim.IsForPod`: the pod is its controlling owner).
+            if entry.resource_claim_template_name.is_some()
+                && generated.is_none()
+                && !claim
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == pod.metadata.uid)
+            {
+                return Err(Status::unresolvable(format!(
+                    "resource claim {key} was not created for pod {pod_key} (pod is not owner)"
+                )));
+            }
             if claim.metadata.deletion_timestamp.is_some() {
                 return Err(Status::unresolvable(format!(
                     "resource claim {key} is being deleted"
