@@ -6,7 +6,10 @@ use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
-use crate::model::{OwnerReference, PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference};
+use crate::model::{
+    OwnerReference, PodExtendedResourceClaimStatus, PodResourceClaimStatus, ResourceClaim,
+    ResourceClaimConsumerReference,
+};
 use crate::node_selector;
 use crate::object::object_key;
 use crate::status::Status;
@@ -126,7 +129,11 @@ impl Plugin {
                 key,
                 claim,
                 generated_for: generated.map(|_| pod_key.to_string()),
+                extended: Vec::new(),
             });
+        }
+        if let Some(special) = self.extended_claim(&pod, pod_key)? {
+            claims.push(special);
         }
         let pending: Vec<usize> = (0..claims.len())
             .filter(|&i| claims[i].claim.status.allocation.is_none())
@@ -433,6 +440,15 @@ impl Plugin {
             .filter(|c| c.generated_for.is_some())
             .map(|c| (c.key.clone(), c.claim.metadata.name.clone()))
             .collect();
+        let extended =
+            cycle
+                .claims
+                .iter()
+                .find(|c| !c.extended.is_empty())
+                .map(|c| PodExtendedResourceClaimStatus {
+                    request_mappings: c.extended.clone(),
+                    resource_claim_name: c.claim.metadata.name.clone(),
+                });
         let entries: Vec<String> = self
             .pods
             .get(&pod_key)
@@ -446,6 +462,9 @@ impl Plugin {
         }
         if let Some(pod) = self.pods.get_mut(&pod_key) {
             pod.spec.node_name = node.to_string();
+            if extended.is_some() {
+                pod.status.extended_resource_claim_status = extended;
+            }
             for (_, name) in &generated {
                 if let Some(entry) = entries
                     .iter()

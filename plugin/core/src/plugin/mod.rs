@@ -32,6 +32,7 @@ use crate::status::Status;
 use crate::taints::TaintRule;
 
 mod cycle;
+mod extended;
 mod locks;
 
 use locks::Locks;
@@ -78,6 +79,8 @@ struct CycleClaim {
     claim: ResourceClaim,
     /// Generated from a template in this cycle (created on bind).
     generated_for: Option<String>,
+    /// For the KEP-5004 extended-resource claim: which request serves which container resource.
+    extended: Vec<crate::model::ContainerExtendedResourceRequest>,
 }
 
 /// Filter's result for one node.
