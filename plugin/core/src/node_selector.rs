@@ -159,7 +159,7 @@ impl ParsedNodeSelector {
 /// ```
 /// use sharing_affinity_core::model::{Node, ObjectMeta};
 /// use sharing_affinity_core::node_selector::{matches, node_name_selector};
-/// let node = Node { metadata: ObjectMeta { name: "worker-1".into(), ..Default::default() } };
+/// let node = Node { metadata: ObjectMeta { name: "worker-1".into(), ..Default::default() }, ..Default::default() };
 /// assert_eq!(matches(&node_name_selector("worker-1"), &node), Ok(true));
 /// assert_eq!(matches(&node_name_selector("worker-2"), &node), Ok(false));
 /// ```

@@ -94,15 +94,13 @@ impl Kind {
     /// Every API version this plugin reads for the kind, newest first.
     pub fn api_versions(self) -> &'static [&'static str] {
         match self {
+            Kind::Node | Kind::Pod => &["v1"],
             Kind::DeviceTaintRule => &[
                 "resource.k8s.io/v1",
                 "resource.k8s.io/v1beta2",
                 DEVICE_TAINT_RULE_ALPHA,
             ],
-            _ => std::slice::from_ref(match self {
-                Kind::Node | Kind::Pod => &"v1",
-                _ => &"resource.k8s.io/v1",
-            }),
+            _ => &["resource.k8s.io/v1"],
         }
     }
 }
@@ -399,6 +397,22 @@ mod tests {
             msg.contains("ResourceClaim ns/x") && msg.contains("apiVersion"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn device_taint_rules_keep_a_version_that_reads_them_again() {
+        let alpha = r#"{"kind":"DeviceTaintRule","apiVersion":"resource.k8s.io/v1alpha3","metadata":{"name":"r"},
+            "spec":{"deviceSelector":{"selectors":[{"cel":{"expression":"true"}}]},
+                    "taint":{"key":"k","effect":"NoSchedule"}}}"#;
+        let plain = r#"{"kind":"DeviceTaintRule","apiVersion":"resource.k8s.io/v1beta2","metadata":{"name":"r"},
+            "spec":{"deviceSelector":{"driver":"d"},"taint":{"key":"k","effect":"NoSchedule"}}}"#;
+        for (json, version) in [(alpha, "resource.k8s.io/v1alpha3"), (plain, "resource.k8s.io/v1")] {
+            let o = parse_objects(json).unwrap().objects.remove(0);
+            let out = o.to_json();
+            assert_eq!(out["apiVersion"], version);
+            let again = decode_object(out, 0).unwrap().unwrap();
+            assert_eq!(again, o, "round trip through {version}");
+        }
     }
 
     #[test]
