@@ -44,14 +44,15 @@ fn m(container: &str, request: &str) -> ContainerExtendedResourceRequest {
     }
 }
 
-/// Schedules pod `p` on node-1: (request, count) of the special claim, the results, the mappings.
-fn special(
-    pod: Value,
-) -> (
+/// The special claim's (request, count) pairs, the results, and the mappings Bind recorded.
+type Special = (
     Vec<(String, i64)>,
     Vec<Vec<Got>>,
     Vec<ContainerExtendedResourceRequest>,
-) {
+);
+
+/// Schedules pod `p` on node-1 and reads back its special claim.
+fn special(pod: Value) -> Special {
     let mut p = plugin("", &objects(pod));
     let got = schedule(&mut p, "p");
     let status = p

@@ -265,10 +265,8 @@ impl Plugin {
                 self.classes.remove(&key);
                 self.class_changed();
             }
-            "DeviceTaintRule" => {
-                if self.taint_rules.remove(&key).is_some() {
-                    self.rules_dirty = true;
-                }
+            "DeviceTaintRule" if self.taint_rules.remove(&key).is_some() => {
+                self.rules_dirty = true;
             }
             "ResourceSlice" => {
                 if let Some(old) = self.slices.remove(&key) {
