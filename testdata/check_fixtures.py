@@ -88,8 +88,13 @@ class Checker:
             if m.get("uid") in uids:
                 self.err("%s: duplicate uid" % label)
             uids.add(m.get("uid"))
-            want = "v1" if o["kind"] in ("Node", "Pod") else "resource.k8s.io/v1"
-            if o.get("apiVersion") != want:
+            if o["kind"] in ("Node", "Pod", "Namespace", "Event"):
+                want = ("v1",)
+            elif o["kind"] == "DeviceTaintRule":
+                want = ("resource.k8s.io/v1", "resource.k8s.io/v1beta2", "resource.k8s.io/v1alpha3")
+            else:
+                want = ("resource.k8s.io/v1",)
+            if o.get("apiVersion") not in want:
                 self.err("%s: apiVersion %s" % (label, o.get("apiVersion")))
 
     def check_slices(self, slices, nodes):
@@ -237,12 +242,29 @@ class Checker:
                     continue
                 if (ns, rc["resourceClaimTemplateName"]) not in templates:
                     self.err("%s: template %s missing" % (label, rc["resourceClaimTemplateName"]))
-                generated = "%s-%s" % (name, entry)
-                if node:
-                    if statuses.get(entry) != generated or (ns, generated) not in claims:
-                        self.err("%s: generated claim %s missing or not in resourceClaimStatuses" % (label, generated))
-                elif (ns, generated) in claims or entry in statuses:
-                    self.err("%s: pending pod's template claim %s must not exist yet" % (label, generated))
+                # The resource-claim controller names the claim `<pod>-<entry>-<5 random chars>`
+                # (generateName); the hand-derived scenarios use `<pod>-<entry>`.
+                generated = statuses.get(entry)
+                base = "%s-%s" % (name, entry)
+                if generated is None:
+                    if node:
+                        self.err("%s: bound pod without resourceClaimStatuses for %s" % (label, entry))
+                    elif (ns, base) in claims:
+                        self.err("%s: pending pod's template claim %s must not exist yet" % (label, base))
+                    continue
+                c = claims.get((ns, generated))
+                if c is None:
+                    self.err("%s: generated claim %s missing" % (label, generated))
+                    continue
+                suffix = generated[len(base) + 1:]
+                if generated != base and not (generated.startswith(base + "-") and len(suffix) == 5
+                                              and c["metadata"].get("generateName") == base + "-"):
+                    self.err("%s: generated claim name %s" % (label, generated))
+                owners = [r for r in c["metadata"].get("ownerReferences", []) if r.get("controller")]
+                if [r["uid"] for r in owners] != [p["metadata"]["uid"]]:
+                    self.err("%s: claim %s is not controlled by the pod" % (label, generated))
+                if not node and c.get("status", {}).get("allocation"):
+                    self.err("%s: pending pod's claim %s is allocated" % (label, generated))
 
     def check_allocations(self, claims, pods, devices):
         consumed = {}

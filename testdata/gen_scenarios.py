@@ -12,6 +12,7 @@ import sys
 
 sys.dont_write_bytecode = True  # no __pycache__ directory among the scenario directories
 
+import gen_recorded  # noqa: E402
 from k8sfixtures import Cluster, device, exact, extractor, i, opaque, s, v  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -434,6 +435,7 @@ def main():
     unreconstructable()
     conflicting()
     racy_placeholder()
+    gen_recorded.main()
 
 
 if __name__ == "__main__":

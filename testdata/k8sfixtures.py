@@ -16,7 +16,8 @@ import uuid
 BASE_TIME = datetime.datetime(2026, 9, 14, 8, 0, 0, tzinfo=datetime.timezone.utc)
 
 # kubectl prints the kinds in the order they were requested, each sorted by namespace/name.
-KIND_ORDER = ["Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Pod"]
+KIND_ORDER = ["Node", "DeviceClass", "ResourceSlice", "ResourceClaim", "ResourceClaimTemplate", "Pod",
+              "DeviceTaintRule"]
 
 
 def ts(offset_seconds):

@@ -152,7 +152,7 @@ struct AuditArgs {
 
 #[derive(Args)]
 struct ReplayArgs {
-    /// The output of `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods -A -o json`,
+    /// The output of `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods,devicetaintrules -A -o json`,
     /// or a scenario directory holding `cluster.json` (and optionally `config.json`).
     cluster: PathBuf,
     /// How to run the plugin.
@@ -294,6 +294,9 @@ fn run_replay(args: &ReplayArgs) -> Result<bool> {
     )?;
     bar.finish_and_clear();
 
+    if let Some(line) = cluster.ignored_summary() {
+        eprintln!("note: {line}");
+    }
     for rejected in &result.rejected {
         eprintln!("warning: rejected {rejected}");
     }

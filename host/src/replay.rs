@@ -1,7 +1,7 @@
 //! Replaying a recorded cluster through an [`Engine`]: the scheduling decisions kube-scheduler would
 //! take with only this plugin enabled.
 //!
-//! The input is what `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods -A -o json`
+//! The input is what `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods,devicetaintrules -A -o json`
 //! prints. Every object is loaded into the engine; then the pending pods (no `spec.nodeName`) are
 //! scheduled one at a time, ordered by `metadata.creationTimestamp`, then `namespace/name`. For each
 //! pod: prefilter; filter on every node in name order (each call timed); score on the feasible nodes;
@@ -12,12 +12,13 @@
 //! Permit, and pod N's binding cycle runs after pod N+1's scheduling cycle has started (right after
 //! its PreFilter, the point that exposes the most shared state).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::time::Instant;
 
 use serde_json::Value;
 use sharing_affinity_core::Status;
-use sharing_affinity_core::object::{MAX_INPUT_BYTES, Object, Parsed, decode_object, parse_objects};
+use sharing_affinity_core::object::{MAX_INPUT_BYTES, Object, Parsed, collect, parse_objects};
 use sharing_affinity_core::plugin::ClaimAllocation;
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
@@ -31,6 +32,8 @@ pub struct Cluster {
     pub objects: Vec<Object>,
     /// Objects that failed to decode, one message each (they are not loaded).
     pub invalid: Vec<String>,
+    /// Objects of kinds the plugin does not use (Namespaces, Events...), counted by kind.
+    pub ignored: BTreeMap<String, usize>,
     /// Node names, sorted.
     pub nodes: Vec<String>,
     /// Pending pods (`namespace/name`) in scheduling order.
@@ -61,10 +64,26 @@ impl Cluster {
         pending.sort();
         Ok(Cluster {
             invalid: parsed.errors.iter().map(ToString::to_string).collect(),
+            ignored: parsed.ignored,
             objects: parsed.objects,
             nodes,
             pending: pending.into_iter().map(|(_, key)| key).collect(),
         })
+    }
+
+    /// The one summary line for the objects not used, by kind (`None` when every object was used):
+    /// `not used by the plugin: 3 objects (Event 2, Namespace 1)`.
+    pub fn ignored_summary(&self) -> Option<String> {
+        if self.ignored.is_empty() {
+            return None;
+        }
+        let total: usize = self.ignored.values().sum();
+        let kinds: Vec<String> = self.ignored.iter().map(|(k, n)| format!("{k} {n}")).collect();
+        let noun = if total == 1 { "object" } else { "objects" };
+        Some(format!(
+            "not used by the plugin: {total} {noun} ({})",
+            kinds.join(", ")
+        ))
     }
 
     /// Reads and parses a cluster file.
@@ -78,30 +97,10 @@ impl Cluster {
 /// nodes): the host reads its own file, so it walks the `List`s here and decodes each object as
 /// the plugin does; the objects then reach the plugin one event at a time, each under the limit.
 fn parse_large(json: &str) -> Result<Parsed> {
-    fn walk(value: Value, index: &mut usize, parsed: &mut Parsed) {
-        let is_list = value
-            .get("kind")
-            .and_then(Value::as_str)
-            .is_some_and(|k| k.ends_with("List"));
-        if is_list && let Value::Object(mut map) = value {
-            if let Some(Value::Array(items)) = map.remove("items") {
-                for item in items {
-                    walk(item, index, parsed);
-                }
-            }
-            return;
-        }
-        *index += 1;
-        match decode_object(value, *index - 1) {
-            Ok(Some(o)) => parsed.objects.push(o),
-            Ok(None) => parsed.ignored += 1,
-            Err(e) => parsed.errors.push(e),
-        }
-    }
     let mut parsed = Parsed::default();
     let mut index = 0;
     for value in serde_json::Deserializer::from_str(json).into_iter::<Value>() {
-        walk(
+        collect(
             value.map_err(|e| format_err!("malformed JSON: {e}"))?,
             &mut index,
             &mut parsed,
@@ -428,6 +427,46 @@ mod tests {
     }
 
     #[test]
+    fn unused_kinds_are_counted_by_kind_in_one_line() {
+        let json = r#"{"kind":"List","items":[
+            {"apiVersion":"v1","kind":"Namespace","metadata":{"name":"a"}},
+            {"apiVersion":"v1","kind":"Event","metadata":{"name":"e1","namespace":"a"}},
+            {"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"d","namespace":"a"}},
+            {"apiVersion":"v1","kind":"Event","metadata":{"name":"e2","namespace":"a"}},
+            {"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}
+        ]}"#;
+        let cluster = Cluster::parse(json).unwrap();
+        assert_eq!(
+            cluster.ignored_summary().as_deref(),
+            Some("not used by the plugin: 4 objects (Deployment 1, Event 2, Namespace 1)")
+        );
+        assert_eq!(cluster.objects.len(), 1);
+        let used = Cluster::parse(r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}"#).unwrap();
+        assert_eq!(used.ignored_summary(), None);
+    }
+
+    #[test]
+    fn a_used_kind_in_an_unreadable_version_is_an_error_naming_it() {
+        let json = r#"{"kind":"List","items":[
+            {"apiVersion":"resource.k8s.io/v1beta1","kind":"ResourceSlice","metadata":{"name":"s"}},
+            {"apiVersion":"resource.k8s.io/v1beta1","kind":"DeviceTaintRule","metadata":{"name":"r"}}
+        ]}"#;
+        let cluster = Cluster::parse(json).unwrap();
+        assert_eq!(cluster.invalid.len(), 2, "{:?}", cluster.invalid);
+        assert!(cluster.ignored.is_empty(), "never a skip");
+        for (msg, name) in cluster
+            .invalid
+            .iter()
+            .zip(["ResourceSlice s", "DeviceTaintRule r"])
+        {
+            assert!(
+                msg.contains(name) && msg.contains("resource.k8s.io/v1beta1"),
+                "{msg}"
+            );
+        }
+    }
+
+    #[test]
     fn invalid_objects_are_listed_and_not_json_is_an_error() {
         let json = r#"{"kind":"List","items":[{"apiVersion":"v1","kind":"Pod","metadata":{}}]}"#;
         let cluster = Cluster::parse(json).unwrap();
@@ -496,6 +535,7 @@ mod tests {
         Cluster {
             objects: Vec::new(),
             invalid: vec!["bad object".into()],
+            ignored: BTreeMap::new(),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             pending: vec!["ns/p".into()],
         }

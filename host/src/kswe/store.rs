@@ -111,6 +111,7 @@ fn meta_mut(object: &mut Object) -> &mut sharing_affinity_core::model::ObjectMet
         Object::DeviceClass(o) => &mut o.metadata,
         Object::ResourceClaim(o) => &mut o.metadata,
         Object::ResourceClaimTemplate(o) => &mut o.metadata,
+        Object::DeviceTaintRule(o) => &mut o.metadata,
     }
 }
 

@@ -11,10 +11,11 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
-use crate::cel::CelDevice;
+use crate::cel::{CelCache, CelDevice};
 use crate::model::{self, AttributeValue, Node, NodeSelector, ResourceSlice, SharingAffinityExtractor};
 use crate::node_selector;
 use crate::quantity::Quantity;
+use crate::taints::TaintRule;
 
 /// Identifies a device across the cluster: `driver/pool/device`, as upstream's `DeviceID`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -185,6 +186,24 @@ impl Pool {
     }
 }
 
+/// The taints of the rules that pick a device (see [`TaintRule::matches`]).
+fn rule_taints(
+    rules: Option<(&[TaintRule], &CelCache)>,
+    (driver, pool): (&str, &str),
+    data: &DeviceData,
+) -> Result<Vec<model::DeviceTaint>, String> {
+    let mut out = Vec::new();
+    let Some((rules, cel)) = rules else {
+        return Ok(out);
+    };
+    for rule in rules {
+        if rule.matches((driver, pool, &data.device.name), cel, || data.cel(driver))? {
+            out.push(rule.taint.clone());
+        }
+    }
+    Ok(out)
+}
+
 /// The slices of one pool that are relevant for one node.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct NodePool {
@@ -217,6 +236,19 @@ impl Index {
         slices: impl IntoIterator<Item = &'a ResourceSlice>,
         previous: Option<&Index>,
         changed: &HashSet<(String, String)>,
+    ) -> Index {
+        Self::rebuild_with_rules(slices, previous, changed, None)
+    }
+
+    /// [`Index::rebuild`] with `DeviceTaintRule`s: each device carries, after its own taints, the
+    /// taint of every rule that picks it, in `rules` order. `previous` must have been built with
+    /// the same rules (its unchanged pools are reused as they are). A rule that cannot be
+    /// evaluated on a device makes that device's pool invalid, with the rule's error.
+    pub fn rebuild_with_rules<'a>(
+        slices: impl IntoIterator<Item = &'a ResourceSlice>,
+        previous: Option<&Index>,
+        changed: &HashSet<(String, String)>,
+        rules: Option<(&[TaintRule], &CelCache)>,
     ) -> Index {
         let mut grouped: BTreeMap<(String, String), Vec<&ResourceSlice>> = BTreeMap::new();
         for s in slices {
@@ -288,7 +320,26 @@ impl Index {
                                 .get(&key)
                                 .map(|&i| prev.devices[i as usize].data.clone())
                         });
-                    let data = reused.unwrap_or_else(|| Arc::new(DeviceData::new(key.clone(), d)));
+                    let data = match reused {
+                        Some(data) => data,
+                        None => {
+                            let data = Arc::new(DeviceData::new(key.clone(), d));
+                            match rule_taints(rules, (&driver, &pool_name), &data) {
+                                Ok(extra) if extra.is_empty() => data,
+                                Ok(extra) => {
+                                    let mut tainted = d.clone();
+                                    tainted.taints.extend(extra);
+                                    Arc::new(DeviceData::new(key.clone(), &tainted))
+                                }
+                                Err(e) => {
+                                    if pool.invalid.is_none() {
+                                        pool.invalid = Some(e);
+                                    }
+                                    data
+                                }
+                            }
+                        }
+                    };
                     index.by_key.entry(key).or_insert(idx);
                     index.devices.push(DeviceEntry {
                         pool: pool_idx,

@@ -88,16 +88,16 @@ pub struct Node {
     pub status: NodeStatus,
 }
 
-/// `core/v1` NodeStatus (subset). Quantities are kept as written.
+/// `core/v1` NodeStatus (subset).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct NodeStatus {
     /// `status.capacity`: resource name → quantity.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub capacity: BTreeMap<String, String>,
+    pub capacity: BTreeMap<String, Quantity>,
     /// `status.allocatable`: resource name → quantity.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub allocatable: BTreeMap<String, String>,
+    pub allocatable: BTreeMap<String, Quantity>,
     /// `status.images`: the container images on the node.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub images: Vec<ContainerImage>,
@@ -135,18 +135,21 @@ pub struct Container {
     /// Resource requests and limits.
     #[serde(default, skip_serializing_if = "ResourceRequirements::is_empty")]
     pub resources: ResourceRequirements,
+    /// `Always` makes an init container a sidecar (it runs alongside the regular containers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub restart_policy: Option<String>,
 }
 
-/// `core/v1` ResourceRequirements (subset). Quantities are kept as written.
+/// `core/v1` ResourceRequirements (subset).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct ResourceRequirements {
     /// `limits`: resource name → quantity.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub limits: BTreeMap<String, String>,
+    pub limits: BTreeMap<String, Quantity>,
     /// `requests`: resource name → quantity.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub requests: BTreeMap<String, String>,
+    pub requests: BTreeMap<String, Quantity>,
 }
 
 impl ResourceRequirements {
@@ -247,6 +250,33 @@ pub struct PodStatus {
     /// Names of the claims generated for `spec.resourceClaims` entries that use templates.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub resource_claim_statuses: Vec<PodResourceClaimStatus>,
+    /// KEP-5004: the claim the scheduler created for extended resources backed by DRA.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_resource_claim_status: Option<PodExtendedResourceClaimStatus>,
+}
+
+/// `core/v1` PodExtendedResourceClaimStatus.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct PodExtendedResourceClaimStatus {
+    /// Which request of the claim serves which resource of which container.
+    #[serde(default)]
+    pub request_mappings: Vec<ContainerExtendedResourceRequest>,
+    /// Name of the claim, in the pod's namespace.
+    #[serde(default)]
+    pub resource_claim_name: String,
+}
+
+/// `core/v1` ContainerExtendedResourceRequest.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct ContainerExtendedResourceRequest {
+    /// Container name.
+    pub container_name: String,
+    /// Extended resource name.
+    pub resource_name: String,
+    /// Request name in the claim.
+    pub request_name: String,
 }
 
 /// `core/v1` PodResourceClaimStatus.
@@ -521,6 +551,9 @@ pub struct DeviceTaint {
     pub value: String,
     /// `None`, `NoSchedule` or `NoExecute`.
     pub effect: String,
+    /// When the taint was added (RFC 3339); informational.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_added: Option<String>,
 }
 
 /// `DeviceToleration`.
@@ -598,6 +631,9 @@ pub struct DeviceClassSpec {
     /// Configuration passed to drivers (`FromClass` in the allocation result).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub config: Vec<DeviceClassConfiguration>,
+    /// KEP-5004: the extended resource name pods use to request devices of this class.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub extended_resource_name: Option<String>,
 }
 
 /// `DeviceClassConfiguration`.
@@ -884,4 +920,62 @@ pub struct ResourceClaimTemplateSpec {
     /// The claim spec.
     #[serde(default)]
     pub spec: ResourceClaimSpec,
+}
+
+// ---------------------------------------------------------------------------------------------
+// resource.k8s.io: DeviceTaintRule (v1, v1beta2, v1alpha3)
+// ---------------------------------------------------------------------------------------------
+
+/// `resource.k8s.io` DeviceTaintRule: a taint put on every device its selector picks.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceTaintRule {
+    /// Object metadata.
+    #[serde(default)]
+    pub metadata: ObjectMeta,
+    /// Rule spec.
+    pub spec: DeviceTaintRuleSpec,
+}
+
+/// `DeviceTaintRuleSpec`.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceTaintRuleSpec {
+    /// The devices; the empty selector matches all devices, no selector matches none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_selector: Option<DeviceTaintSelector>,
+    /// The taint put on the matching devices.
+    pub taint: DeviceTaint,
+}
+
+/// `DeviceTaintSelector`: every criterion that is set must match.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeviceTaintSelector {
+    /// Only devices of this driver.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub driver: Option<String>,
+    /// Only devices of this pool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pool: Option<String>,
+    /// Only devices with this name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device: Option<String>,
+    /// `v1alpha3` before 1.35 only: the class's selectors must match.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_class_name: Option<String>,
+    /// `v1alpha3` before 1.35 only: CEL selectors that must all match.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub selectors: Vec<DeviceSelector>,
+}
+
+impl DeviceTaintRule {
+    /// Whether the rule uses the `v1alpha3` fields that later versions dropped
+    /// (`deviceSelector.deviceClassName`, `deviceSelector.selectors`).
+    pub fn uses_alpha_fields(&self) -> bool {
+        self.spec
+            .device_selector
+            .as_ref()
+            .is_some_and(|s| s.device_class_name.is_some() || !s.selectors.is_empty())
+    }
 }

@@ -7,7 +7,11 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::Error;
-use crate::model::{DeviceClass, Node, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice};
+use std::collections::BTreeMap;
+
+use crate::model::{
+    DeviceClass, DeviceTaintRule, Node, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+};
 
 /// Largest JSON document accepted by [`parse_objects`] (64 MiB): bigger inputs are refused up front
 /// instead of exhausting memory.
@@ -28,6 +32,8 @@ pub enum Object {
     ResourceClaim(Box<ResourceClaim>),
     /// `resource.k8s.io/v1` ResourceClaimTemplate.
     ResourceClaimTemplate(Box<ResourceClaimTemplate>),
+    /// `resource.k8s.io` DeviceTaintRule (`v1`, `v1beta2` or `v1alpha3`).
+    DeviceTaintRule(Box<DeviceTaintRule>),
 }
 
 /// The object kinds the plugin tracks.
@@ -45,6 +51,8 @@ pub enum Kind {
     ResourceClaim,
     /// ResourceClaimTemplate.
     ResourceClaimTemplate,
+    /// DeviceTaintRule.
+    DeviceTaintRule,
 }
 
 impl Kind {
@@ -57,6 +65,7 @@ impl Kind {
             Kind::DeviceClass => "DeviceClass",
             Kind::ResourceClaim => "ResourceClaim",
             Kind::ResourceClaimTemplate => "ResourceClaimTemplate",
+            Kind::DeviceTaintRule => "DeviceTaintRule",
         }
     }
 
@@ -69,18 +78,36 @@ impl Kind {
             "DeviceClass" => Kind::DeviceClass,
             "ResourceClaim" => Kind::ResourceClaim,
             "ResourceClaimTemplate" => Kind::ResourceClaimTemplate,
+            "DeviceTaintRule" => Kind::DeviceTaintRule,
             _ => return None,
         })
     }
 
-    /// The API version this plugin reads for the kind.
+    /// The API version this plugin reads for the kind (and writes in [`Object::to_json`]).
     pub fn api_version(self) -> &'static str {
         match self {
             Kind::Node | Kind::Pod => "v1",
             _ => "resource.k8s.io/v1",
         }
     }
+
+    /// Every API version this plugin reads for the kind, newest first.
+    pub fn api_versions(self) -> &'static [&'static str] {
+        match self {
+            Kind::Node | Kind::Pod => &["v1"],
+            Kind::DeviceTaintRule => &[
+                "resource.k8s.io/v1",
+                "resource.k8s.io/v1beta2",
+                DEVICE_TAINT_RULE_ALPHA,
+            ],
+            _ => &["resource.k8s.io/v1"],
+        }
+    }
 }
+
+/// The one DeviceTaintRule version with `deviceSelector.deviceClassName` and
+/// `deviceSelector.selectors` (Kubernetes 1.33 and 1.34; dropped in 1.35).
+pub const DEVICE_TAINT_RULE_ALPHA: &str = "resource.k8s.io/v1alpha3";
 
 impl Object {
     /// The object's kind.
@@ -92,6 +119,7 @@ impl Object {
             Object::DeviceClass(_) => Kind::DeviceClass,
             Object::ResourceClaim(_) => Kind::ResourceClaim,
             Object::ResourceClaimTemplate(_) => Kind::ResourceClaimTemplate,
+            Object::DeviceTaintRule(_) => Kind::DeviceTaintRule,
         }
     }
 
@@ -104,6 +132,7 @@ impl Object {
             Object::DeviceClass(o) => &o.metadata,
             Object::ResourceClaim(o) => &o.metadata,
             Object::ResourceClaimTemplate(o) => &o.metadata,
+            Object::DeviceTaintRule(o) => &o.metadata,
         };
         object_key(&meta.namespace, &meta.name)
     }
@@ -117,9 +146,15 @@ impl Object {
             Object::DeviceClass(o) => (Kind::DeviceClass, serde_json::to_value(o)),
             Object::ResourceClaim(o) => (Kind::ResourceClaim, serde_json::to_value(o)),
             Object::ResourceClaimTemplate(o) => (Kind::ResourceClaimTemplate, serde_json::to_value(o)),
+            Object::DeviceTaintRule(o) => (Kind::DeviceTaintRule, serde_json::to_value(o)),
+        };
+        // A rule with the fields only v1alpha3 has stays v1alpha3, so that it decodes again.
+        let api_version = match self {
+            Object::DeviceTaintRule(r) if r.uses_alpha_fields() => DEVICE_TAINT_RULE_ALPHA,
+            _ => kind.api_version(),
         };
         if let Ok(Value::Object(map)) = &mut v {
-            map.insert("apiVersion".into(), Value::String(kind.api_version().into()));
+            map.insert("apiVersion".into(), Value::String(api_version.into()));
             map.insert("kind".into(), Value::String(kind.as_str().into()));
         }
         v.unwrap_or(Value::Null)
@@ -136,15 +171,16 @@ pub fn object_key(namespace: &str, name: &str) -> String {
 }
 
 /// What [`parse_objects`] produced: the objects that decoded, and one error per object that did
-/// not. Objects of kinds the plugin does not use are counted in `ignored`.
+/// not. Objects of kinds the plugin does not use are counted, by kind, in `ignored`: every object
+/// of the input is in exactly one of the three.
 #[derive(Debug, Default)]
 pub struct Parsed {
     /// Successfully decoded objects, in input order.
     pub objects: Vec<Object>,
     /// One error per object that failed to decode.
     pub errors: Vec<Error>,
-    /// Number of objects of other kinds (Services, ConfigMaps...) that were skipped.
-    pub ignored: usize,
+    /// Objects of other kinds (Namespaces, Events, Deployments...) by kind: not used.
+    pub ignored: BTreeMap<String, usize>,
 }
 
 /// Parses a JSON document holding one object, a `List` of objects, or a stream of either.
@@ -167,7 +203,10 @@ pub fn parse_objects(json: &str) -> Result<Parsed, Error> {
     Ok(parsed)
 }
 
-fn collect(value: Value, index: &mut usize, parsed: &mut Parsed) {
+/// Adds one parsed JSON value (an object, or a `List` of them, walked recursively) to `parsed`;
+/// `index` counts objects for error messages. [`parse_objects`] calls it per document; a host that
+/// reads documents over [`MAX_INPUT_BYTES`] itself calls it per value.
+pub fn collect(value: Value, index: &mut usize, parsed: &mut Parsed) {
     let is_list = value
         .get("kind")
         .and_then(Value::as_str)
@@ -185,9 +224,13 @@ fn collect(value: Value, index: &mut usize, parsed: &mut Parsed) {
     }
     let i = *index;
     *index += 1;
+    let value_kind = value.get("kind").and_then(Value::as_str).map(str::to_string);
     match decode_object(value, i) {
         Ok(Some(o)) => parsed.objects.push(o),
-        Ok(None) => parsed.ignored += 1,
+        Ok(None) => {
+            let kind = value_kind.unwrap_or_default();
+            *parsed.ignored.entry(kind).or_default() += 1;
+        }
         Err(e) => parsed.errors.push(e),
     }
 }
@@ -226,13 +269,15 @@ pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error
             reason: "missing or empty".into(),
         });
     }
-    if let Some(api) = obj.get("apiVersion").and_then(Value::as_str)
-        && api != kind.api_version()
+    let api = obj.get("apiVersion").and_then(Value::as_str).map(str::to_string);
+    if let Some(api) = api.as_deref()
+        && !kind.api_versions().contains(&api)
     {
+        let expected: Vec<String> = kind.api_versions().iter().map(|v| format!("{v:?}")).collect();
         return Err(Error::Field {
             object: label,
             path: "apiVersion".into(),
-            reason: format!("{api:?} is not supported, expected {:?}", kind.api_version()),
+            reason: format!("{api:?} is not supported, expected {}", expected.join(" or ")),
         });
     }
     let object = match kind {
@@ -242,6 +287,21 @@ pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error
         Kind::DeviceClass => Object::DeviceClass(Box::new(typed(value, &label)?)),
         Kind::ResourceClaim => Object::ResourceClaim(Box::new(typed(value, &label)?)),
         Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(Box::new(typed(value, &label)?)),
+        Kind::DeviceTaintRule => {
+            let rule: DeviceTaintRule = typed(value, &label)?;
+            let alpha = api.as_deref().is_none_or(|a| a == DEVICE_TAINT_RULE_ALPHA);
+            if rule.uses_alpha_fields() && !alpha {
+                return Err(Error::Field {
+                    object: label,
+                    path: "spec.deviceSelector".into(),
+                    reason: format!(
+                        "deviceClassName and selectors exist only in {DEVICE_TAINT_RULE_ALPHA}, not in {}",
+                        api.unwrap_or_default()
+                    ),
+                });
+            }
+            Object::DeviceTaintRule(Box::new(rule))
+        }
     };
     Ok(Some(object))
 }
@@ -330,7 +390,7 @@ mod tests {
     fn other_kinds_and_wrong_versions() {
         let parsed =
             parse_objects(r#"{"kind":"ConfigMap","apiVersion":"v1","metadata":{"name":"x"}}"#).unwrap();
-        assert_eq!(parsed.ignored, 1);
+        assert_eq!(parsed.ignored, BTreeMap::from([("ConfigMap".to_string(), 1)]));
         let parsed = parse_objects(
             r#"{"kind":"ResourceClaim","apiVersion":"resource.k8s.io/v1beta1","metadata":{"name":"x","namespace":"ns"}}"#,
         )
@@ -340,6 +400,22 @@ mod tests {
             msg.contains("ResourceClaim ns/x") && msg.contains("apiVersion"),
             "{msg}"
         );
+    }
+
+    #[test]
+    fn device_taint_rules_keep_a_version_that_reads_them_again() {
+        let alpha = r#"{"kind":"DeviceTaintRule","apiVersion":"resource.k8s.io/v1alpha3","metadata":{"name":"r"},
+            "spec":{"deviceSelector":{"selectors":[{"cel":{"expression":"true"}}]},
+                    "taint":{"key":"k","effect":"NoSchedule"}}}"#;
+        let plain = r#"{"kind":"DeviceTaintRule","apiVersion":"resource.k8s.io/v1beta2","metadata":{"name":"r"},
+            "spec":{"deviceSelector":{"driver":"d"},"taint":{"key":"k","effect":"NoSchedule"}}}"#;
+        for (json, version) in [(alpha, "resource.k8s.io/v1alpha3"), (plain, "resource.k8s.io/v1")] {
+            let o = parse_objects(json).unwrap().objects.remove(0);
+            let out = o.to_json();
+            assert_eq!(out["apiVersion"], version);
+            let again = decode_object(out, 0).unwrap().unwrap();
+            assert_eq!(again, o, "round trip through {version}");
+        }
     }
 
     #[test]

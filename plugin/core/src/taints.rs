@@ -7,8 +7,14 @@
 //!   empty or equal to the taint's, and its operator is `Exists`, or `Equal`/empty with an equal
 //!   value. Any other operator tolerates nothing.
 //! - `tolerationSeconds` only matters for eviction and is ignored here.
+//!
+//! `DeviceTaintRule` objects put their taint on every device their selector picks, with the same
+//! effect as a taint published in the slice ([`TaintRule`]; applied when the slice index is built).
 
-use crate::model::{DeviceTaint, DeviceToleration};
+use std::collections::HashMap;
+
+use crate::cel::{CelCache, CelDevice};
+use crate::model::{DeviceClass, DeviceTaint, DeviceTaintRule, DeviceToleration};
 
 /// Taint effect: the device is not allocated unless the taint is tolerated.
 pub const EFFECT_NO_SCHEDULE: &str = "NoSchedule";
@@ -28,7 +34,7 @@ pub const OPERATOR_EQUAL: &str = "Equal";
 /// ```
 /// use sharing_affinity_core::model::{DeviceTaint, DeviceToleration};
 /// use sharing_affinity_core::taints::tolerates;
-/// let taint = DeviceTaint { key: "maintenance".into(), value: "true".into(), effect: "NoSchedule".into() };
+/// let taint = DeviceTaint { key: "maintenance".into(), value: "true".into(), effect: "NoSchedule".into(), time_added: None };
 /// let any = DeviceToleration { operator: "Exists".into(), ..Default::default() };
 /// assert!(tolerates(&any, &taint));
 /// let other_value = DeviceToleration { key: "maintenance".into(), value: "false".into(), ..Default::default() };
@@ -62,6 +68,111 @@ pub fn all_taints_tolerated(taints: &[DeviceTaint], tolerations: &[DeviceTolerat
         .all(|taint| tolerations.iter().any(|t| tolerates(t, taint)))
 }
 
+/// A `DeviceTaintRule` ready to be matched against devices.
+///
+/// Upstream semantics (`DeviceTaintSelector`): every criterion that is set must match; an empty
+/// selector matches every device; a rule without a selector matches none. The `v1alpha3` fields of
+/// Kubernetes 1.33 and 1.34 are honoured: `deviceClassName` requires the class's CEL selectors to
+/// match, and `selectors` are CEL selectors that must all match.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TaintRule {
+    /// `DeviceTaintRule <name>`, for messages.
+    pub label: String,
+    /// `deviceSelector.driver`.
+    pub driver: Option<String>,
+    /// `deviceSelector.pool`.
+    pub pool: Option<String>,
+    /// `deviceSelector.device`.
+    pub device: Option<String>,
+    /// CEL selectors that must all match: `(field path, expression)`, the class's first.
+    pub selectors: Vec<(String, String)>,
+    /// Why the rule cannot be evaluated (its `deviceClassName` names no known class).
+    pub unresolved: Option<String>,
+    /// The taint.
+    pub taint: DeviceTaint,
+}
+
+impl TaintRule {
+    /// Resolves a rule against the known classes; `None` for a rule without a selector (it matches
+    /// no device).
+    pub fn resolve(rule: &DeviceTaintRule, classes: &HashMap<String, DeviceClass>) -> Option<TaintRule> {
+        let sel = rule.spec.device_selector.as_ref()?;
+        let mut selectors = Vec::new();
+        let mut unresolved = None;
+        if let Some(class) = &sel.device_class_name {
+            match classes.get(class) {
+                Some(c) => {
+                    for (i, s) in c.spec.selectors.iter().enumerate() {
+                        selectors.push((
+                            format!("DeviceClass {class} spec.selectors[{i}]"),
+                            s.cel.expression.clone(),
+                        ));
+                    }
+                }
+                None => {
+                    unresolved = Some(format!(
+                        "spec.deviceSelector.deviceClassName: device class {class} not found"
+                    ));
+                }
+            }
+        }
+        for (i, s) in sel.selectors.iter().enumerate() {
+            selectors.push((
+                format!("spec.deviceSelector.selectors[{i}]"),
+                s.cel.expression.clone(),
+            ));
+        }
+        Some(TaintRule {
+            label: format!("DeviceTaintRule {}", rule.metadata.name),
+            driver: sel.driver.clone(),
+            pool: sel.pool.clone(),
+            device: sel.device.clone(),
+            selectors,
+            unresolved,
+            taint: rule.spec.taint.clone(),
+        })
+    }
+
+    /// Whether the rule picks the device `driver/pool/device`. `cel_device` prepares the device
+    /// for CEL; it is only called when the rule has CEL selectors and the names matched. An error
+    /// (an unknown class, a CEL error) names the rule and the device: such a rule is never guessed
+    /// to match or not.
+    pub fn matches<'d>(
+        &self,
+        (driver, pool, device): (&str, &str, &str),
+        cel: &CelCache,
+        cel_device: impl FnOnce() -> Result<&'d CelDevice, String>,
+    ) -> Result<bool, String> {
+        let name_ok = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        if !name_ok(&self.driver, driver) || !name_ok(&self.pool, pool) || !name_ok(&self.device, device) {
+            return Ok(false);
+        }
+        if let Some(why) = &self.unresolved {
+            return Err(format!("{}: {why}", self.label));
+        }
+        if self.selectors.is_empty() {
+            return Ok(true);
+        }
+        let id = format!("{driver}/{pool}/{device}");
+        let dev = cel_device().map_err(|e| format!("{}: device {id}: {e}", self.label))?;
+        for (path, expr) in &self.selectors {
+            let sel = cel
+                .selector(expr)
+                .map_err(|e| format!("{}: {path} {expr:?}: CEL compile error: {e}", self.label))?;
+            let m = sel.matches(dev).map_err(|e| {
+                format!(
+                    "{}: {path} {expr:?} on device {id}: CEL runtime error: {e}",
+                    self.label
+                )
+            })?;
+            if !m {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +182,7 @@ mod tests {
             key: key.to_string(),
             value: value.to_string(),
             effect: effect.to_string(),
+            time_added: None,
         }
     }
 

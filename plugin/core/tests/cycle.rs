@@ -249,3 +249,43 @@ fn config_errors_name_the_field() {
         assert!(err.contains(needle), "{cfg}: {err}");
     }
 }
+
+/// A kubectl recording of a live cluster: the resource-claim controller already created the claim
+/// (`<pod>-<entry>-<random>`) and named it in `status.resourceClaimStatuses`. The plugin uses that
+/// claim, and only if the pod controls it (upstream `IsForPod`).
+#[test]
+fn claim_named_in_pod_status_is_used_only_when_the_pod_owns_it() {
+    let claim_for = |owner_uid: &str| {
+        json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
+               "metadata":{"name":"p-gpu-x7k2m","namespace":NS,"generateName":"p-gpu-",
+                           "ownerReferences":[{"apiVersion":"v1","kind":"Pod","name":"p","uid":owner_uid,
+                                               "controller":true}]},
+               "spec":{"devices":{"requests":[{"name":"gpu","exactly":{"deviceClassName":"class-a",
+                                                "allocationMode":"ExactCount","count":1}}]}}})
+    };
+    let mut pod = template_pod("p", "t");
+    pod["status"] = json!({"resourceClaimStatuses":[{"name":"gpu","resourceClaimName":"p-gpu-x7k2m"}]});
+    let mut objects = base();
+    objects.push(template("t"));
+    objects.push(pod.clone());
+    objects.push(claim_for("uid-p"));
+    let mut p = plugin("", &objects);
+    assert_eq!(
+        schedule(&mut p, "p"),
+        vec![vec![g("gpu", "device-1", false, None)]]
+    );
+    assert!(p.claim("default/p-gpu").is_none(), "no second claim generated");
+    assert_eq!(
+        p.claim("default/p-gpu-x7k2m").unwrap().status.reserved_for[0].name,
+        "p"
+    );
+
+    let mut objects = base();
+    objects.push(template("t"));
+    objects.push(pod);
+    objects.push(claim_for("uid-someone-else"));
+    let mut p = plugin("", &objects);
+    let st = p.prefilter("default/p");
+    assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
+    assert!(st.reason.contains("not created for pod default/p"), "{st}");
+}

@@ -10,8 +10,8 @@ use crate::cel::CelCache;
 use crate::counters::CounterState;
 use crate::index::{DevIdx, Index};
 use crate::model::{
-    DeviceClass, DeviceSelector, OwnerReference, PodResourceClaimStatus, ResourceClaim,
-    ResourceClaimConsumerReference,
+    DeviceClass, DeviceSelector, OwnerReference, PodExtendedResourceClaimStatus, PodResourceClaimStatus,
+    ResourceClaim, ResourceClaimConsumerReference,
 };
 use crate::node_selector;
 use crate::object::object_key;
@@ -111,6 +111,20 @@ impl Plugin {
                     )));
                 }
             };
+            // A claim named in `status.resourceClaimStatuses` must have been generated for this
+            // pod (upstream `resourceclaim.IsForPod`: the pod is its controlling owner).
+            if entry.resource_claim_template_name.is_some()
+                && generated.is_none()
+                && !claim
+                    .metadata
+                    .owner_references
+                    .iter()
+                    .any(|o| o.controller == Some(true) && o.uid == pod.metadata.uid)
+            {
+                return Err(Status::unresolvable(format!(
+                    "resource claim {key} was not created for pod {pod_key} (pod is not owner)"
+                )));
+            }
             if claim.metadata.deletion_timestamp.is_some() {
                 return Err(Status::unresolvable(format!(
                     "resource claim {key} is being deleted"
@@ -120,7 +134,11 @@ impl Plugin {
                 key,
                 claim,
                 generated_for: generated.map(|_| pod_key.to_string()),
+                extended: Vec::new(),
             });
+        }
+        if let Some(special) = self.extended_claim(&pod, pod_key)? {
+            claims.push(special);
         }
         let pending: Vec<usize> = (0..claims.len())
             .filter(|&i| claims[i].claim.status.allocation.is_none())
@@ -368,6 +386,15 @@ impl Plugin {
             .filter(|c| c.generated_for.is_some())
             .map(|c| c.claim.metadata.name.clone())
             .collect();
+        let extended =
+            cycle
+                .claims
+                .iter()
+                .find(|c| !c.extended.is_empty())
+                .map(|c| PodExtendedResourceClaimStatus {
+                    request_mappings: c.extended.clone(),
+                    resource_claim_name: c.claim.metadata.name.clone(),
+                });
         let mut out = Vec::new();
         let mut staged = Vec::new();
         for (n, &i) in cycle.pending.iter().enumerate() {
@@ -418,6 +445,7 @@ impl Plugin {
                 node: node.to_string(),
                 allocations: out.clone(),
                 generated,
+                extended,
             },
         );
         Ok(out)
@@ -566,6 +594,9 @@ impl Plugin {
         }
         if let Some(p) = self.pods.get_mut(pod) {
             p.spec.node_name = node.to_string();
+            if r.extended.is_some() {
+                p.status.extended_resource_claim_status = r.extended.clone();
+            }
             let entries: Vec<String> = p.spec.resource_claims.iter().map(|e| e.name.clone()).collect();
             for name in &r.generated {
                 if let Some(entry) = entries

@@ -27,13 +27,16 @@ use crate::cel::CelCache;
 use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
 use crate::model::{
-    AllocationResult, DeviceClass, Node, Pod, ResourceClaim, ResourceClaimTemplate, ResourceSlice,
+    AllocationResult, DeviceClass, DeviceTaintRule, Node, Pod, ResourceClaim, ResourceClaimTemplate,
+    ResourceSlice,
 };
 use crate::object::{Object, decode_object, object_key, parse_objects};
 use crate::quantity::Quantity;
 use crate::status::Status;
+use crate::taints::TaintRule;
 
 mod cycle;
+mod extended;
 mod locks;
 
 use locks::Locks;
@@ -90,6 +93,8 @@ struct CycleClaim {
     claim: ResourceClaim,
     /// Generated from a template in this cycle (created on bind).
     generated_for: Option<String>,
+    /// For the KEP-5004 extended-resource claim: which request serves which container resource.
+    extended: Vec<crate::model::ContainerExtendedResourceRequest>,
 }
 
 /// Filter's result for one node.
@@ -120,6 +125,9 @@ struct Reservation {
     allocations: Vec<ClaimAllocation>,
     /// Names of the claims generated from templates for this pod (created on bind).
     generated: Vec<String>,
+    /// The pod's `status.extendedResourceClaimStatus` for its special extended-resource claim
+    /// (KEP-5004), written on bind.
+    extended: Option<crate::model::PodExtendedResourceClaimStatus>,
 }
 
 /// Plugin state: the cluster's DRA objects, indexed, plus the current scheduling cycle.
@@ -132,6 +140,9 @@ pub struct Plugin {
     slices: BTreeMap<String, ResourceSlice>,
     claims: BTreeMap<String, ResourceClaim>,
     templates: BTreeMap<String, ResourceClaimTemplate>,
+    /// DeviceTaintRules by name; a change rebuilds the whole slice index.
+    taint_rules: BTreeMap<String, DeviceTaintRule>,
+    rules_dirty: bool,
     /// Reserved but not yet bound claims (the scheduler's in-flight allocations).
     inflight: BTreeMap<String, ResourceClaim>,
     derived: Option<Derived>,
@@ -167,6 +178,8 @@ impl Plugin {
             slices: BTreeMap::new(),
             claims: BTreeMap::new(),
             templates: BTreeMap::new(),
+            taint_rules: BTreeMap::new(),
+            rules_dirty: false,
             inflight: BTreeMap::new(),
             derived: None,
             slices_dirty: false,
@@ -233,6 +246,10 @@ impl Plugin {
                 self.classes.insert(key, *c);
                 self.classes_changed();
             }
+            Object::DeviceTaintRule(r) => {
+                self.taint_rules.insert(key, *r);
+                self.rules_dirty = true;
+            }
             Object::ResourceSlice(s) => {
                 self.changed_pools
                     .insert((s.spec.driver.clone(), s.spec.pool.name.clone()));
@@ -297,6 +314,9 @@ impl Plugin {
                 self.classes.remove(&key);
                 self.classes_changed();
             }
+            "DeviceTaintRule" if self.taint_rules.remove(&key).is_some() => {
+                self.rules_dirty = true;
+            }
             "ResourceSlice" => {
                 if let Some(old) = self.slices.remove(&key) {
                     self.changed_pools.insert((old.spec.driver, old.spec.pool.name));
@@ -346,6 +366,7 @@ impl Plugin {
         if let Some(d) = &self.derived {
             d.candidates.borrow_mut().clear();
         }
+        self.class_changed();
     }
 
     /// Adds (or removes) a claim's allocation to the allocated state and the device holders.
@@ -400,13 +421,22 @@ impl Plugin {
     /// their converted devices (and prepared CEL input). A rebuild during a cycle ends that cycle:
     /// the extractor outcomes PreFilter computed refer to the old index.
     fn derived(&mut self) -> &Derived {
-        if self.derived.is_none() || self.slices_dirty {
+        if self.derived.is_none() || self.slices_dirty || self.rules_dirty {
             let previous = self.derived.take();
-            let index = Index::rebuild(
+            let rules: Vec<TaintRule> = self
+                .taint_rules
+                .values()
+                .filter_map(|r| TaintRule::resolve(r, &self.classes))
+                .collect();
+            // Changed rules can change the taints of any device: nothing is reused.
+            let reuse = previous.as_ref().filter(|_| !self.rules_dirty).map(|d| &d.index);
+            let index = Index::rebuild_with_rules(
                 self.slices.values(),
-                previous.as_ref().map(|d| &d.index),
+                reuse,
                 &self.changed_pools,
+                Some((&rules, &self.cel)),
             );
+            self.rules_dirty = false;
             let extractors = Extractors::build(&index, &self.config, &self.cel);
             for w in &extractors.warnings {
                 if self.warned.insert(w.clone()) {
@@ -433,6 +463,19 @@ impl Plugin {
             });
         }
         self.derived.as_ref().expect("derived state was just built")
+    }
+
+    /// A class changed: rules that name a class (`v1alpha3` `deviceClassName`) must be evaluated
+    /// again.
+    fn class_changed(&mut self) {
+        if self.taint_rules.values().any(|r| {
+            r.spec
+                .device_selector
+                .as_ref()
+                .is_some_and(|s| s.device_class_name.is_some())
+        }) {
+            self.rules_dirty = true;
+        }
     }
 
     /// The lock state of a device, from the claims holding it.

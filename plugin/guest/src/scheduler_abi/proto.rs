@@ -328,22 +328,29 @@ fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, Co
     })
 }
 
-fn quantities_to_proto(map: &BTreeMap<String, String>) -> BTreeMap<String, Quantity> {
+fn quantities_to_proto(
+    map: &BTreeMap<String, sharing_affinity_core::quantity::Quantity>,
+) -> BTreeMap<String, Quantity> {
     map.iter()
         .map(|(k, v)| {
             (
                 k.clone(),
                 Quantity {
-                    string: Some(v.clone()),
+                    string: Some(v.to_string()),
                 },
             )
         })
         .collect()
 }
 
-fn quantities_from_proto(map: BTreeMap<String, Quantity>) -> BTreeMap<String, String> {
+/// Quantities from the host's protobuf. The scheduler sends the API server's canonical form; an
+/// entry that does not parse is left out (the guest reads only identity fields of `currentPod`
+/// and `node`, never their resources, so nothing decides on it).
+fn quantities_from_proto(
+    map: BTreeMap<String, Quantity>,
+) -> BTreeMap<String, sharing_affinity_core::quantity::Quantity> {
     map.into_iter()
-        .map(|(k, v)| (k, v.string.unwrap_or_default()))
+        .filter_map(|(k, v)| Some((k, v.string?.parse().ok()?)))
         .collect()
 }
 
@@ -373,6 +380,7 @@ fn containers_from_proto(containers: Vec<Container>) -> Vec<model::Container> {
                     limits: quantities_from_proto(r.limits),
                     requests: quantities_from_proto(r.requests),
                 },
+                restart_policy: None,
             }
         })
         .collect()
@@ -498,6 +506,7 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
                     resource_claim_template_name: c.resource_claim_template_name,
                 })
                 .collect(),
+            ..Default::default()
         },
         status: model::PodStatus {
             resource_claim_statuses: status
@@ -508,6 +517,7 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
                     resource_claim_name: s.resource_claim_name,
                 })
                 .collect(),
+            ..Default::default()
         },
     }
 }
@@ -776,7 +786,10 @@ mod tests {
                   "resources":{"requests":{"cpu":"500m","memory":"1Gi"},"limits":{"memory":"2Gi"}}}]}}"#,
         )
         .unwrap();
-        assert_eq!(pod.spec.containers[0].resources.requests["cpu"], "500m");
+        assert_eq!(
+            pod.spec.containers[0].resources.requests["cpu"].to_string(),
+            "500m"
+        );
         let bytes = pod_to_proto(&pod).unwrap().encode_to_vec();
         assert_eq!(pod_from_proto(Pod::decode(bytes.as_slice()).unwrap()), pod);
         let node: model::Node = serde_json::from_str(

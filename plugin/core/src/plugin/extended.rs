@@ -1,0 +1,341 @@
+//! KEP-5004 (`DRAExtendedResource`): extended resources backed by DRA.
+//!
+//! A pod that asks for an extended resource in `resources.requests` (for example
+//! `example.com/gpu: 2`) gets its devices through one special claim the scheduler creates for it,
+//! as the in-tree DynamicResources plugin does:
+//! - a resource maps to a DeviceClass by the class's `spec.extendedResourceName` or by the implicit
+//!   name `deviceclass.resource.kubernetes.io/<class>`;
+//! - the claim has one `ExactCount` request per container and resource, named
+//!   `container-<i>-request-<j>` (`i`: index in init containers followed by containers; `j`: index
+//!   of the resource among the container's sorted request names), sorted by name;
+//! - a regular init container (not a sidecar) first reuses the requests of the long-lived
+//!   containers at or after its index, and asks only for the rest; of those init requests only the
+//!   largest is kept, and every init mapping then names it;
+//! - the claim is annotated `resource.kubernetes.io/extended-resource-claim: "true"`, controlled by
+//!   the pod, and named from `generateName` `<pod>-extended-resources-`; Bind records it in
+//!   `status.extendedResourceClaimStatus` with the container → request mappings.
+//!
+//! What this plugin cannot decide exactly is an error, never a guess: two classes with the same
+//! `extendedResourceName`, a node that provides the resource through a device plugin
+//! (`status.allocatable`), a fractional request.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use crate::model::{
+    Container, ContainerExtendedResourceRequest, DeviceClass, DeviceRequest, ExactDeviceRequest, Node,
+    ObjectMeta, OwnerReference, Pod, ResourceClaim, ResourceClaimSpec,
+};
+use crate::quantity::Quantity;
+
+/// The annotation that marks the special claim.
+pub const CLAIM_ANNOTATION: &str = "resource.kubernetes.io/extended-resource-claim";
+/// Prefix of the implicit extended resource name of every class.
+pub const IMPLICIT_PREFIX: &str = "deviceclass.resource.kubernetes.io/";
+/// Longest `generateName` base the API server keeps (63 minus the 5 random characters).
+const MAX_GENERATE_BASE: usize = 58;
+/// The alphabet of the API server's random name suffixes.
+const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+
+/// Extended resource name → class name.
+pub fn class_mapping(classes: &HashMap<String, DeviceClass>) -> Result<BTreeMap<String, String>, String> {
+    let mut out = BTreeMap::new();
+    let mut names: Vec<&String> = classes.keys().collect();
+    names.sort();
+    for name in names {
+        out.insert(format!("{IMPLICIT_PREFIX}{name}"), name.clone());
+    }
+    let mut explicit: BTreeMap<&str, &str> = BTreeMap::new();
+    for (name, class) in classes {
+        if let Some(r) = &class.spec.extended_resource_name {
+            if let Some(other) = explicit.insert(r, name)
+                && other != name
+            {
+                let (a, b) = if other < name.as_str() {
+                    (other, name.as_str())
+                } else {
+                    (name.as_str(), other)
+                };
+                return Err(format!(
+                    "device classes {a} and {b} both set spec.extendedResourceName {r}: which one backs it is not defined"
+                ));
+            }
+            out.insert(r.clone(), name.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// A container's requests as the API server stores them: a limit without a request is the request.
+fn requests(c: &Container) -> BTreeMap<&str, &Quantity> {
+    let mut r: BTreeMap<&str, &Quantity> = c
+        .resources
+        .requests
+        .iter()
+        .map(|(k, v)| (k.as_str(), v))
+        .collect();
+    for (k, v) in &c.resources.limits {
+        r.entry(k.as_str()).or_insert(v);
+    }
+    r
+}
+
+/// The DRA-backed resources the pod asks for (nonzero in some container), with their class.
+pub fn pod_resources(pod: &Pod, mapping: &BTreeMap<String, String>) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for c in pod.spec.init_containers.iter().chain(&pod.spec.containers) {
+        for (name, q) in requests(c) {
+            if !q.is_zero()
+                && let Some(class) = mapping.get(name)
+            {
+                out.insert(name.to_string(), class.clone());
+            }
+        }
+    }
+    out
+}
+
+/// One container's request for one resource, after reusing `reusable` (long-lived requests).
+fn container_request(
+    index: usize,
+    c: &Container,
+    resource: &str,
+    class: &str,
+    reusable: &[Option<DeviceRequest>],
+) -> Result<(Option<DeviceRequest>, Vec<ContainerExtendedResourceRequest>), String> {
+    let reqs = requests(c);
+    let Some(q) = reqs.get(resource) else {
+        return Ok((None, Vec::new()));
+    };
+    let want = q.as_i64().ok_or_else(|| {
+        format!(
+            "container {}: {resource} request {q} is not a whole number",
+            c.name
+        )
+    })?;
+    if want == 0 {
+        return Ok((None, Vec::new()));
+    }
+    let mapping = |request: &str| ContainerExtendedResourceRequest {
+        container_name: c.name.clone(),
+        resource_name: resource.to_string(),
+        request_name: request.to_string(),
+    };
+    let mut mappings = Vec::new();
+    let mut have = 0i64;
+    for r in reusable.iter().flatten() {
+        have += r.exactly.as_ref().and_then(|e| e.count).unwrap_or(1);
+        mappings.push(mapping(&r.name));
+        if have >= want {
+            return Ok((None, mappings));
+        }
+    }
+    let position = reqs.keys().position(|k| *k == resource).unwrap_or(0);
+    let name = format!("container-{index}-request-{position}");
+    mappings.push(mapping(&name));
+    let request = DeviceRequest {
+        name,
+        exactly: Some(ExactDeviceRequest {
+            device_class_name: class.to_string(),
+            allocation_mode: Some("ExactCount".into()),
+            count: Some(want - have),
+            ..Default::default()
+        }),
+        first_available: Vec::new(),
+    };
+    Ok((Some(request), mappings))
+}
+
+/// The special claim's requests and the container mappings, for `resources` (resource → class).
+pub fn requests_and_mappings(
+    pod: &Pod,
+    resources: &BTreeMap<String, String>,
+) -> Result<(Vec<DeviceRequest>, Vec<ContainerExtendedResourceRequest>), String> {
+    let inits = pod.spec.init_containers.len();
+    let containers: Vec<&Container> = pod
+        .spec
+        .init_containers
+        .iter()
+        .chain(&pod.spec.containers)
+        .collect();
+    let short_lived = |i: usize| i < inits && containers[i].restart_policy.as_deref() != Some("Always");
+    let mut requests = Vec::new();
+    let mut mappings = Vec::new();
+    for (resource, class) in resources {
+        let mut long: Vec<Option<DeviceRequest>> = vec![None; containers.len()];
+        let mut long_mappings = Vec::new();
+        for (i, c) in containers.iter().enumerate().filter(|(i, _)| !short_lived(*i)) {
+            let (r, m) = container_request(i, c, resource, class, &[])?;
+            long[i] = r;
+            long_mappings.extend(m);
+        }
+        let mut largest: Option<DeviceRequest> = None;
+        let mut init_names = BTreeSet::new();
+        let mut init_mappings = Vec::new();
+        for (i, c) in containers.iter().enumerate().filter(|(i, _)| short_lived(*i)) {
+            let (r, m) = container_request(i, c, resource, class, &long[i..])?;
+            if let Some(r) = r {
+                init_names.insert(r.name.clone());
+                let count = |r: &DeviceRequest| r.exactly.as_ref().and_then(|e| e.count).unwrap_or(1);
+                if largest.as_ref().is_none_or(|l| count(l) < count(&r)) {
+                    largest = Some(r);
+                }
+            }
+            init_mappings.extend(m);
+        }
+        if let Some(l) = &largest
+            && init_names.len() > 1
+        {
+            for m in &mut init_mappings {
+                if init_names.contains(&m.request_name) {
+                    m.request_name = l.name.clone();
+                }
+            }
+        }
+        requests.extend(largest);
+        requests.extend(long.into_iter().flatten());
+        mappings.extend(long_mappings);
+        mappings.extend(init_mappings);
+    }
+    requests.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok((requests, mappings))
+}
+
+/// The name the API server gives the claim: `generateName` (truncated as the server does) plus
+/// five characters. The server draws them at random; the replay derives them from the pod's UID so
+/// that a replay is repeatable.
+pub fn claim_name(pod: &Pod) -> String {
+    let mut base = format!("{}-extended-resources-", pod.metadata.name);
+    base.truncate(MAX_GENERATE_BASE);
+    // FNV-1a over the UID (or name when there is none).
+    let seed = if pod.metadata.uid.is_empty() {
+        &pod.metadata.name
+    } else {
+        &pod.metadata.uid
+    };
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in seed.bytes() {
+        h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+    }
+    for _ in 0..5 {
+        base.push(SUFFIX_ALPHABET[(h % SUFFIX_ALPHABET.len() as u64) as usize] as char);
+        h /= SUFFIX_ALPHABET.len() as u64;
+    }
+    base
+}
+
+/// Whether `claim` is the pod's special claim (annotation set, pod is the controlling owner).
+pub fn is_claim_of(claim: &ResourceClaim, pod: &Pod) -> bool {
+    claim
+        .metadata
+        .annotations
+        .get(CLAIM_ANNOTATION)
+        .map(String::as_str)
+        == Some("true")
+        && claim
+            .metadata
+            .owner_references
+            .iter()
+            .any(|o| o.controller == Some(true) && o.name == pod.metadata.name && o.uid == pod.metadata.uid)
+}
+
+/// The new special claim for the pod, with its requests.
+pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
+    let mut claim = ResourceClaim {
+        metadata: ObjectMeta {
+            name: claim_name(pod),
+            namespace: pod.metadata.namespace.clone(),
+            annotations: BTreeMap::from([(CLAIM_ANNOTATION.to_string(), "true".to_string())]),
+            owner_references: vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: pod.metadata.name.clone(),
+                uid: pod.metadata.uid.clone(),
+                controller: Some(true),
+            }],
+            ..Default::default()
+        },
+        spec: ResourceClaimSpec::default(),
+        ..Default::default()
+    };
+    claim.spec.devices.requests = requests;
+    claim
+}
+
+/// A node that provides one of the resources through a device plugin (`status.allocatable` above
+/// zero): upstream then uses the device plugin on that node and DRA elsewhere, a per-node claim
+/// this plugin does not build.
+pub fn device_plugin_node<'a>(
+    nodes: impl IntoIterator<Item = &'a Node>,
+    resources: &BTreeMap<String, String>,
+) -> Option<(String, String)> {
+    for node in nodes {
+        for r in resources.keys() {
+            if node.status.allocatable.get(r).is_some_and(|q| !q.is_zero()) {
+                return Some((node.metadata.name.clone(), r.clone()));
+            }
+        }
+    }
+    None
+}
+
+impl super::Plugin {
+    /// The pod's special claim for this cycle: the one created in an earlier cycle, or a new one;
+    /// `None` when the pod asks for no DRA-backed extended resource.
+    pub(super) fn extended_claim(
+        &self,
+        pod: &Pod,
+        pod_key: &str,
+    ) -> Result<Option<super::CycleClaim>, crate::status::Status> {
+        use crate::status::Status;
+        let has_request = pod
+            .spec
+            .init_containers
+            .iter()
+            .chain(&pod.spec.containers)
+            .any(|c| !c.resources.requests.is_empty() || !c.resources.limits.is_empty());
+        if !has_request {
+            return Ok(None);
+        }
+        let mapping = class_mapping(&self.classes)
+            .map_err(|e| Status::error(format!("pod {pod_key}: extended resources: {e}")))?;
+        let resources = pod_resources(pod, &mapping);
+        if resources.is_empty() {
+            return Ok(None);
+        }
+        if let Some((node, r)) = device_plugin_node(self.nodes.values(), &resources) {
+            return Err(Status::error(format!(
+                "pod {pod_key}: extended resource {r} is also provided by a device plugin on node {node} \
+                 (status.allocatable): choosing between device plugin and DRA per node is not supported"
+            )));
+        }
+        if let Some((key, claim)) = self.claims.iter().find(|(_, c)| is_claim_of(c, pod)) {
+            if claim.status.allocation.is_none() && !claim.spec.devices.requests.is_empty() {
+                // Upstream: a claim left from an earlier cycle is deleted before a new attempt.
+                return Err(Status::unschedulable(format!(
+                    "cannot schedule extended resource claim {key}"
+                )));
+            }
+            let mappings = pod
+                .status
+                .extended_resource_claim_status
+                .as_ref()
+                .map(|s| s.request_mappings.clone())
+                .unwrap_or_default();
+            return Ok(Some(super::CycleClaim {
+                key: key.clone(),
+                claim: claim.clone(),
+                generated_for: None,
+                extended: mappings,
+            }));
+        }
+        let (requests, mappings) = requests_and_mappings(pod, &resources)
+            .map_err(|e| Status::unresolvable(format!("pod {pod_key}: {e}")))?;
+        let claim = new_claim(pod, requests);
+        Ok(Some(super::CycleClaim {
+            key: crate::object::object_key(&claim.metadata.namespace, &claim.metadata.name),
+            claim,
+            generated_for: Some(pod_key.to_string()),
+            extended: mappings,
+        }))
+    }
+}
