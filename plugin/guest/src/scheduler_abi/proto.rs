@@ -506,7 +506,6 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
                     resource_claim_template_name: c.resource_claim_template_name,
                 })
                 .collect(),
-            ..Default::default()
         },
         status: model::PodStatus {
             resource_claim_statuses: status
