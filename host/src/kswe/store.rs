@@ -803,3 +803,84 @@ mod tests {
         assert!(s.pending().is_empty());
     }
 }
+
+#[cfg(test)]
+mod extended_tests {
+    use super::*;
+    use sharing_affinity_core::object::parse_objects;
+
+    fn obj(json: &str) -> Object {
+        parse_objects(json).unwrap().objects.remove(0)
+    }
+
+    fn alloc(requests: &[&str]) -> AllocationResult {
+        let results: Vec<String> = requests
+            .iter()
+            .map(|r| format!(r#"{{"request":"{r}","driver":"d","pool":"p","device":"x"}}"#))
+            .collect();
+        serde_json::from_str(&format!(r#"{{"devices":{{"results":[{}]}}}}"#, results.join(","))).unwrap()
+    }
+
+    /// KEP-5004 through the DRA module: the special claim is created at Reserve with the requests
+    /// the allocation covers (a resource the node serves through a device plugin has none), the
+    /// pod's status names it, and Unreserve deletes it and clears the status.
+    #[test]
+    fn special_claim_is_created_with_the_allocated_requests_and_deleted_on_unreserve() {
+        let mut s = ObjectStore::new();
+        for class in ["gpu", "fpga"] {
+            s.apply(
+                Change::Add,
+                obj(&format!(
+                    r#"{{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{{"name":"{class}"}},
+                        "spec":{{"extendedResourceName":"example.com/{class}"}}}}"#
+                )),
+            )
+            .unwrap();
+        }
+        s.apply(
+            Change::Add,
+            obj(r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1"},
+                "spec":{"containers":[{"name":"main","image":"i",
+                  "resources":{"requests":{"example.com/fpga":"1","example.com/gpu":"2"}}}]}}"#),
+        )
+        .unwrap();
+        let pod = s.pod("ns/p").unwrap().clone();
+        let key = format!("ns/{}", extended::claim_name(&pod));
+        assert_eq!(
+            s.set_pending("ns/p-extended-resources-zzzzz", &pod, alloc(&["container-0-request-0"])),
+            Err(DraError::NotFound),
+            "another name is not the pod's claim"
+        );
+        assert_eq!(
+            s.set_pending(&key, &pod, alloc(&["container-0-request-7"])),
+            Err(DraError::Invalid),
+            "a result for a request the pod does not make"
+        );
+        // Only the FPGA request (index 0 of the sorted names) is allocated: GPUs by device plugin.
+        s.set_pending(&key, &pod, alloc(&["container-0-request-0"])).unwrap();
+        let Some(Object::ResourceClaim(c)) = s.get(Kind::ResourceClaim, &key) else {
+            panic!("the special claim exists");
+        };
+        let names: Vec<&str> = c.spec.devices.requests.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["container-0-request-0"]);
+        assert_eq!(c.metadata.annotations[extended::CLAIM_ANNOTATION], "true");
+        let status = s.pod("ns/p").unwrap().status.extended_resource_claim_status.clone().unwrap();
+        assert_eq!(status.request_mappings.len(), 1);
+        assert_eq!(status.request_mappings[0].resource_name, "example.com/fpga");
+        assert_eq!(format!("ns/{}", status.resource_claim_name), key);
+
+        assert_eq!(s.clear_pending_for_pod("u1"), [key.clone()]);
+        assert!(s.get(Kind::ResourceClaim, &key).is_none(), "Unreserve deletes the claim");
+        assert_eq!(s.pod("ns/p").unwrap().status.extended_resource_claim_status, None);
+
+        // PreBind: written with the allocation; a second special claim is not created.
+        s.write_allocation(&key, &pod, alloc(&["container-0-request-0", "container-0-request-1"]))
+            .unwrap();
+        let Some(Object::ResourceClaim(c)) = s.get(Kind::ResourceClaim, &key) else {
+            panic!("the special claim exists");
+        };
+        assert!(c.status.allocation.is_some());
+        assert_eq!(c.spec.devices.requests.len(), 2);
+        assert_eq!(c.status.reserved_for[0].uid, "u1");
+    }
+}
