@@ -18,9 +18,9 @@ use std::time::Instant;
 
 use serde_json::Value;
 use sharing_affinity_core::Status;
-use sharing_affinity_core::object::{MAX_INPUT_BYTES, Object, Parsed, collect, parse_objects};
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::object_key;
+use sharing_affinity_core::object::{MAX_INPUT_BYTES, Object, Parsed, collect, parse_objects};
 use sharing_affinity_core::plugin::{ClaimAllocation, extended};
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};

@@ -436,7 +436,9 @@ mod tests {
                                "resourceClaimName": "p-extended-resources-b2c4d"})
         );
         assert!(
-            decisions(&sample())["pods"][0].get("extendedResourceClaimStatus").is_none(),
+            decisions(&sample())["pods"][0]
+                .get("extendedResourceClaimStatus")
+                .is_none(),
             "absent for pods without DRA-backed extended resources"
         );
     }

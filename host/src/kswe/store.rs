@@ -16,8 +16,8 @@ use sharing_affinity_core::model::{
     AllocationResult, DeviceClass, OwnerReference, Pod, PodExtendedResourceClaimStatus,
     PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference,
 };
-use sharing_affinity_core::plugin::extended;
 use sharing_affinity_core::object::{Kind, Object, object_key};
+use sharing_affinity_core::plugin::extended;
 
 use super::proto;
 
@@ -359,7 +359,11 @@ impl ObjectStore {
             let id = (Kind::ResourceClaim, claim.clone());
             let special = match self.entries.get(&id).map(|e| &e.object) {
                 Some(Object::ResourceClaim(c)) => (c.status.allocation.is_none()
-                    && c.metadata.annotations.get(extended::CLAIM_ANNOTATION).map(String::as_str) == Some("true")
+                    && c.metadata
+                        .annotations
+                        .get(extended::CLAIM_ANNOTATION)
+                        .map(String::as_str)
+                        == Some("true")
                     && c.metadata
                         .owner_references
                         .iter()
@@ -376,7 +380,9 @@ impl ObjectStore {
                             .status
                             .extended_resource_claim_status
                             .as_ref()
-                            .is_some_and(|s| object_key(&pod.metadata.namespace, &s.resource_claim_name) == *claim)
+                            .is_some_and(|s| {
+                                object_key(&pod.metadata.namespace, &s.resource_claim_name) == *claim
+                            })
                     {
                         pod.status.extended_resource_claim_status = None;
                         self.apply(Change::Update, Object::Pod(Box::new(pod)))
@@ -839,15 +845,21 @@ mod extended_tests {
         }
         s.apply(
             Change::Add,
-            obj(r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1"},
+            obj(
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1"},
                 "spec":{"containers":[{"name":"main","image":"i",
-                  "resources":{"requests":{"example.com/fpga":"1","example.com/gpu":"2"}}}]}}"#),
+                  "resources":{"requests":{"example.com/fpga":"1","example.com/gpu":"2"}}}]}}"#,
+            ),
         )
         .unwrap();
         let pod = s.pod("ns/p").unwrap().clone();
         let key = format!("ns/{}", extended::claim_name(&pod));
         assert_eq!(
-            s.set_pending("ns/p-extended-resources-zzzzz", &pod, alloc(&["container-0-request-0"])),
+            s.set_pending(
+                "ns/p-extended-resources-zzzzz",
+                &pod,
+                alloc(&["container-0-request-0"])
+            ),
             Err(DraError::NotFound),
             "another name is not the pod's claim"
         );
@@ -857,25 +869,39 @@ mod extended_tests {
             "a result for a request the pod does not make"
         );
         // Only the FPGA request (index 0 of the sorted names) is allocated: GPUs by device plugin.
-        s.set_pending(&key, &pod, alloc(&["container-0-request-0"])).unwrap();
+        s.set_pending(&key, &pod, alloc(&["container-0-request-0"]))
+            .unwrap();
         let Some(Object::ResourceClaim(c)) = s.get(Kind::ResourceClaim, &key) else {
             panic!("the special claim exists");
         };
         let names: Vec<&str> = c.spec.devices.requests.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, ["container-0-request-0"]);
         assert_eq!(c.metadata.annotations[extended::CLAIM_ANNOTATION], "true");
-        let status = s.pod("ns/p").unwrap().status.extended_resource_claim_status.clone().unwrap();
+        let status = s
+            .pod("ns/p")
+            .unwrap()
+            .status
+            .extended_resource_claim_status
+            .clone()
+            .unwrap();
         assert_eq!(status.request_mappings.len(), 1);
         assert_eq!(status.request_mappings[0].resource_name, "example.com/fpga");
         assert_eq!(format!("ns/{}", status.resource_claim_name), key);
 
         assert_eq!(s.clear_pending_for_pod("u1"), [key.clone()]);
-        assert!(s.get(Kind::ResourceClaim, &key).is_none(), "Unreserve deletes the claim");
+        assert!(
+            s.get(Kind::ResourceClaim, &key).is_none(),
+            "Unreserve deletes the claim"
+        );
         assert_eq!(s.pod("ns/p").unwrap().status.extended_resource_claim_status, None);
 
         // PreBind: written with the allocation; a second special claim is not created.
-        s.write_allocation(&key, &pod, alloc(&["container-0-request-0", "container-0-request-1"]))
-            .unwrap();
+        s.write_allocation(
+            &key,
+            &pod,
+            alloc(&["container-0-request-0", "container-0-request-1"]),
+        )
+        .unwrap();
         let Some(Object::ResourceClaim(c)) = s.get(Kind::ResourceClaim, &key) else {
             panic!("the special claim exists");
         };

@@ -254,11 +254,21 @@ fn on_node(
         .map(|a| {
             (
                 a.claim.clone(),
-                a.allocation.devices.results.iter().map(|r| r.request.clone()).collect(),
+                a.allocation
+                    .devices
+                    .results
+                    .iter()
+                    .map(|r| r.request.clone())
+                    .collect(),
             )
         })
         .collect();
-    let status = p.pod("default/p").unwrap().status.extended_resource_claim_status.clone();
+    let status = p
+        .pod("default/p")
+        .unwrap()
+        .status
+        .extended_resource_claim_status
+        .clone();
     (got, status)
 }
 
@@ -270,9 +280,18 @@ fn device_plugin_or_dra_is_chosen_per_node() {
     let pod = ext_pod(
         "p",
         vec![],
-        vec![ctr("a", json!({GPU: "1", FPGA: "1"})), ctr("b", json!({GPU: "2"}))],
+        vec![
+            ctr("a", json!({GPU: "1", FPGA: "1"})),
+            ctr("b", json!({GPU: "2"})),
+        ],
     );
-    let mut dp_slice = slice("dp-slice", "dp-pool", 1, 1, &[device("d0"), device("d1"), device("d2"), device("d3")]);
+    let mut dp_slice = slice(
+        "dp-slice",
+        "dp-pool",
+        1,
+        1,
+        &[device("d0"), device("d1"), device("d2"), device("d3")],
+    );
     dp_slice["spec"]["nodeName"] = json!("dp-node");
     let setup = |allocatable: Value| {
         let mut dp = node("dp-node");
@@ -320,14 +339,26 @@ fn device_plugin_or_dra_is_chosen_per_node() {
     fpga.metadata.name = "fpga-class".into();
     let classes = HashMap::from([("gpu-class".to_string(), gpu), ("fpga-class".to_string(), fpga)]);
     assert_eq!(
-        extended::status_on_node(&model_pod, &classes, &dp_node).unwrap().as_ref(),
+        extended::status_on_node(&model_pod, &classes, &dp_node)
+            .unwrap()
+            .as_ref(),
         Some(&status)
     );
     let claim = p
         .claim(&format!("default/{}", status.resource_claim_name))
         .expect("the special claim is stored");
-    let names: Vec<&str> = claim.spec.devices.requests.iter().map(|r| r.name.as_str()).collect();
-    assert_eq!(names, ["container-0-request-0"], "the node's variant of the claim");
+    let names: Vec<&str> = claim
+        .spec
+        .devices
+        .requests
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["container-0-request-0"],
+        "the node's variant of the claim"
+    );
 
     // On a node without the entry, DRA serves both resources.
     let mut p = setup(json!({GPU: "8"}));
@@ -341,7 +372,10 @@ fn device_plugin_or_dra_is_chosen_per_node() {
             "container-1-request-0"
         ]
     );
-    assert_eq!(status.unwrap().request_mappings, [fpga_a.clone(), gpu_a.clone(), gpu_b.clone()]);
+    assert_eq!(
+        status.unwrap().request_mappings,
+        [fpga_a.clone(), gpu_a.clone(), gpu_b.clone()]
+    );
 
     // A zero entry (a device plugin with no device) is not a device plugin serving the resource.
     let mut p = setup(json!({GPU: "0"}));
@@ -354,5 +388,8 @@ fn device_plugin_or_dra_is_chosen_per_node() {
     assert!(got.is_empty(), "{got:?}");
     assert_eq!(status, None);
     let name = extended::claim_name(p.pod("default/p").unwrap());
-    assert!(p.claim(&format!("default/{name}")).is_none(), "no claim was created");
+    assert!(
+        p.claim(&format!("default/{name}")).is_none(),
+        "no claim was created"
+    );
 }

@@ -358,10 +358,12 @@ pub fn status_on_node(
         .filter(|m| !plugin_served.contains(m.resource_name.as_str()))
         .cloned()
         .collect();
-    Ok((!kept.is_empty()).then(|| crate::model::PodExtendedResourceClaimStatus {
-        request_mappings: kept,
-        resource_claim_name: claim_name(pod),
-    }))
+    Ok(
+        (!kept.is_empty()).then(|| crate::model::PodExtendedResourceClaimStatus {
+            request_mappings: kept,
+            resource_claim_name: claim_name(pod),
+        }),
+    )
 }
 
 impl super::Plugin {

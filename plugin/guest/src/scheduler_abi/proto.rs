@@ -859,7 +859,23 @@ mod tests {
             // 18 = { requestMappings = 1 { containerName = 1, resourceName = 2, requestName = 3 },
             //        resourceClaimName = 2 }
             vec![
-                0x92, 0x01, 14, (1 << 3) | 2, 9, 10, 1, b'c', 18, 1, b'r', 26, 1, b'q', 18, 1, b'n'
+                0x92,
+                0x01,
+                14,
+                (1 << 3) | 2,
+                9,
+                10,
+                1,
+                b'c',
+                18,
+                1,
+                b'r',
+                26,
+                1,
+                b'q',
+                18,
+                1,
+                b'n'
             ],
             "PodStatus.extendedResourceClaimStatus = 18, PodExtendedResourceClaimStatus.requestMappings = 1, \
              resourceClaimName = 2, ContainerExtendedResourceRequest fields 1..3"
@@ -869,7 +885,11 @@ mod tests {
             ..Default::default()
         };
         // Tag 24 needs a two-byte varint: 24 << 3 | 2 = 194 = 0xc2 0x01.
-        assert_eq!(&container.encode_to_vec()[..3], &[0xc2, 0x01, 6], "Container.restartPolicy = 24");
+        assert_eq!(
+            &container.encode_to_vec()[..3],
+            &[0xc2, 0x01, 6],
+            "Container.restartPolicy = 24"
+        );
     }
 
     #[test]
