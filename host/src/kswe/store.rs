@@ -888,7 +888,7 @@ mod extended_tests {
         assert_eq!(status.request_mappings[0].resource_name, "example.com/fpga");
         assert_eq!(format!("ns/{}", status.resource_claim_name), key);
 
-        assert_eq!(s.clear_pending_for_pod("u1"), [key.clone()]);
+        assert_eq!(s.clear_pending_for_pod("u1"), std::slice::from_ref(&key));
         assert!(
             s.get(Kind::ResourceClaim, &key).is_none(),
             "Unreserve deletes the claim"

@@ -328,7 +328,7 @@ fn device_plugin_or_dra_is_chosen_per_node() {
     let status = status.expect("DRA still serves the FPGA");
     assert_eq!(got.len(), 1);
     assert_eq!(got[0].1, ["container-0-request-0"], "only the FPGA request");
-    assert_eq!(status.request_mappings, [fpga_a.clone()]);
+    assert_eq!(status.request_mappings, std::slice::from_ref(&fpga_a));
     // The replay's report derives the status with `status_on_node`: the same as Bind recorded.
     let model_pod: Pod = serde_json::from_value(pod.clone()).unwrap();
     let mut dp_node: Node = serde_json::from_value(node("dp-node")).unwrap();
