@@ -7,7 +7,7 @@
 //! a feed can report `DELETED`. Pending allocations (signalled at Reserve) overlay their claim's
 //! `status.allocation` in the feed, as upstream's assume cache does for other scheduling cycles.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -423,34 +423,13 @@ impl ObjectStore {
                 _ => None,
             })
             .collect();
-        let mapping = extended::class_mapping(&classes).map_err(|_| DraError::NotFound)?;
-        let resources = extended::pod_resources(pod, &mapping);
-        if resources.is_empty() {
-            return Err(DraError::NotFound);
+        match extended::claim_for_allocation(pod, &classes, allocation) {
+            Ok(Some(created)) => Ok(created),
+            Ok(None) => Err(DraError::NotFound),
+            // A class conflict would have failed the guest's PreFilter; what is left is a result
+            // for a request the pod does not make.
+            Err(_) => Err(DraError::Invalid),
         }
-        let (requests, mappings) =
-            extended::requests_and_mappings(pod, &resources).map_err(|_| DraError::NotFound)?;
-        let allocated: BTreeSet<&str> = allocation
-            .devices
-            .results
-            .iter()
-            .map(|r| r.request.split('/').next().unwrap_or_default())
-            .collect();
-        if allocated.iter().any(|r| !requests.iter().any(|q| q.name == *r)) {
-            return Err(DraError::Invalid);
-        }
-        let requests = requests
-            .into_iter()
-            .filter(|q| allocated.contains(q.name.as_str()))
-            .collect();
-        let status = PodExtendedResourceClaimStatus {
-            request_mappings: mappings
-                .into_iter()
-                .filter(|m| allocated.contains(m.request_name.as_str()))
-                .collect(),
-            resource_claim_name: extended::claim_name(pod),
-        };
-        Ok((extended::new_claim(pod, requests), status))
     }
 
     /// Creates the claim `pod` generates from a template (`<pod>-<entry>`) and names it in the

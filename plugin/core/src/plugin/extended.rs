@@ -421,3 +421,44 @@ impl super::Plugin {
         }))
     }
 }
+
+/// The special claim as created for `pod` with `allocation` (on whichever node it was made), and
+/// the pod's status: the requests by the rules above for the pod and `classes`, keeping those the
+/// allocation has results for (a resource the node serves through a device plugin has none).
+/// `None` when the pod asks for no DRA-backed resource; an error when a result names a request
+/// the pod does not make.
+pub fn claim_for_allocation(
+    pod: &Pod,
+    classes: &HashMap<String, DeviceClass>,
+    allocation: &crate::model::AllocationResult,
+) -> Result<Option<(ResourceClaim, crate::model::PodExtendedResourceClaimStatus)>, String> {
+    let mapping = class_mapping(classes)?;
+    let resources = pod_resources(pod, &mapping);
+    if resources.is_empty() {
+        return Ok(None);
+    }
+    let (requests, mappings) = requests_and_mappings(pod, &resources)?;
+    let allocated: BTreeSet<&str> = allocation
+        .devices
+        .results
+        .iter()
+        .map(|r| r.request.split('/').next().unwrap_or_default())
+        .collect();
+    if let Some(r) = allocated.iter().find(|r| !requests.iter().any(|q| q.name == **r)) {
+        return Err(format!(
+            "the allocation has a result for request {r}, which the pod does not make"
+        ));
+    }
+    let requests = requests
+        .into_iter()
+        .filter(|q| allocated.contains(q.name.as_str()))
+        .collect();
+    let status = crate::model::PodExtendedResourceClaimStatus {
+        request_mappings: mappings
+            .into_iter()
+            .filter(|m| allocated.contains(m.request_name.as_str()))
+            .collect(),
+        resource_claim_name: claim_name(pod),
+    };
+    Ok(Some((new_claim(pod, requests), status)))
+}
