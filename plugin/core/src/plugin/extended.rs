@@ -19,7 +19,7 @@
 //! device plugin: there, as upstream's Filter does, the claim leaves out that resource's requests
 //! (the NodeResourcesFit plugin checks it against the node's allocatable, which this plugin does
 //! not model), and a node that provides every resource that way gets no special claim at all.
-//! Elsewhere DRA serves them. The claim therefore varies per node ([`node_variant`]).
+//! Elsewhere DRA serves them. The claim therefore varies per node (`node_variant`).
 //!
 //! What this plugin cannot decide exactly is an error, never a guess: two classes with the same
 //! `extendedResourceName`, a fractional request.
