@@ -21,6 +21,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUB = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
+EXT_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
 UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9}
 
 
@@ -69,6 +70,7 @@ class Checker:
         for (ns, name), t in templates.items():
             self.check_claim_spec("ResourceClaimTemplate %s/%s" % (ns, name), t["spec"]["spec"], classes)
         self.check_pods(pods, claims, templates, nodes)
+        self.check_extended(pods, claims)
         self.check_allocations(claims, pods, devices)
         self.check_config(d)
         self.check_readme(d)
@@ -265,6 +267,42 @@ class Checker:
                     self.err("%s: claim %s is not controlled by the pod" % (label, generated))
                 if not node and c.get("status", {}).get("allocation"):
                     self.err("%s: pending pod's claim %s is allocated" % (label, generated))
+
+    def check_extended(self, pods, claims):
+        """KEP-5004: the claim the scheduler created for a bound pod's extended resources exists, is
+        annotated and controlled by the pod, and the pod's mappings name its containers, their
+        resources and the claim's requests; a pending pod has neither status nor claim yet."""
+        for (ns, name), p in pods.items():
+            label = "Pod %s/%s" % (ns, name)
+            st = p["status"].get("extendedResourceClaimStatus")
+            special = [c for (cns, _), c in claims.items() if cns == ns
+                       and c["metadata"].get("annotations", {}).get(EXT_ANNOTATION) == "true"
+                       and any(r.get("controller") and r["uid"] == p["metadata"]["uid"]
+                               for r in c["metadata"].get("ownerReferences", []))]
+            if not p["spec"].get("nodeName"):
+                if st or special:
+                    self.err(label + ": pending pod with an extended-resource claim or status")
+                continue
+            if not st:
+                if special:
+                    self.err(label + ": extended-resource claim without extendedResourceClaimStatus")
+                continue
+            c = claims.get((ns, st["resourceClaimName"]))
+            if c is None or c not in special:
+                self.err("%s: extendedResourceClaimStatus names %s, not its annotated claim"
+                         % (label, st["resourceClaimName"]))
+                continue
+            if c["metadata"].get("generateName") != name + "-extended-resources-":
+                self.err("%s: claim %s: generateName" % (label, st["resourceClaimName"]))
+            reqs = {r["name"] for r in c["spec"]["devices"]["requests"]}
+            ctrs = {ct["name"]: ct for ct in p["spec"].get("initContainers", []) + p["spec"]["containers"]}
+            for m in st["requestMappings"]:
+                ct = ctrs.get(m["containerName"])
+                if ct is None or m["resourceName"] not in ct.get("resources", {}).get("requests", {}):
+                    self.err("%s: mapping %s/%s names no container request" % (label, m["containerName"],
+                                                                             m["resourceName"]))
+                if m["requestName"] not in reqs:
+                    self.err("%s: mapping names unknown request %s" % (label, m["requestName"]))
 
     def check_allocations(self, claims, pods, devices):
         consumed = {}

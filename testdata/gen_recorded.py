@@ -1,6 +1,7 @@
-"""Scenarios shaped like recordings of real clusters (issue 12): DeviceTaintRules, and a cycle
+"""Scenarios shaped like recordings of real clusters (issue 12): DeviceTaintRules, a cycle
 exactly as `kubectl get ... -A -o json` prints a live cluster (managedFields, API-server defaults,
-claims the resource-claim controller already created with random suffixes, kubectl's order).
+claims the resource-claim controller already created with random suffixes, kubectl's order), and
+KEP-5004 extended resources backed by DRA next to a device plugin.
 
 Called by gen_scenarios.py; deterministic like the other generators.
 """
@@ -171,7 +172,84 @@ def kubectl_shaped():
     write_list(c, name, items)
 
 
+# ------------------------------------------------------------------------------------------------
+# KEP-5004: extended resources backed by DRA, with a node that also has a device plugin
+# ------------------------------------------------------------------------------------------------
+EXT_GPU = "example.com/gpu"
+FPGA = "fpga.example.com"
+IMPLICIT = "deviceclass.resource.kubernetes.io/"
+# The annotation that marks the claim the scheduler creates for a pod's extended resources.
+EXT_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
+
+
+def ext_container(name, requests):
+    """A container asking for resources; the API server copies an extended resource's limit into
+    its requests, so kubectl prints both."""
+    ext = {k: v for k, v in requests.items() if "/" in k}
+    return {"image": "registry.example.com/ml:2.4.0", "imagePullPolicy": "IfNotPresent", "name": name,
+            "resources": {"limits": dict(sorted(ext.items())), "requests": dict(sorted(requests.items()))},
+            "terminationMessagePath": "/dev/termination-log", "terminationMessagePolicy": "File"}
+
+
+def ext_pod(c, ns, name, containers, created, node=None):
+    p = c.pod(ns, name, [], created, node=node, image="registry.example.com/ml:2.4.0", app="ml")
+    del p["spec"]["resourceClaims"]
+    p["spec"]["containers"] = containers
+    p["status"]["qosClass"] = "Burstable"
+    if node:
+        p["status"]["containerStatuses"] = [dict(p["status"]["containerStatuses"][0], name=ct["name"])
+                                            for ct in containers]
+    return p
+
+
+def extended_resources():
+    name = "extended-resources-dra-class-device-plugin-node"
+    c = Cluster(name)
+    c.node("gpu-node-1")
+    n2 = c.node("gpu-node-2")
+    # gpu-node-2 also runs a device plugin for example.com/gpu: kubelet lists it in the node status.
+    for k in ("allocatable", "capacity"):
+        n2["status"][k][EXT_GPU] = "2"
+        n2["status"][k] = dict(sorted(n2["status"][k].items()))
+    cls = c.device_class(GPU_CLASS, ['device.driver == "gpu.example.com"',
+                                     'device.attributes["gpu.example.com"].model == "a100"'])
+    cls["spec"]["extendedResourceName"] = EXT_GPU
+    c.device_class(FPGA, ['device.driver == "fpga.example.com"'])
+    c.device_slice("gpu-node-1", GPU, [gpu("gpu-0", "a100", 0), gpu("gpu-1", "h100", 1), gpu("gpu-2", "a100", 2),
+                                       gpu("gpu-3", "a100", 3), gpu("gpu-4", "a100", 4)], "r7t2k")
+    c.device_slice("gpu-node-2", GPU, [gpu("gpu-0", "a100", 0)], "h5w9d")
+    c.device_slice("gpu-node-2", FPGA, [device("fpga-0", attributes={FPGA + "/family": s("agilex")},
+                                               multi=False)], "c3n8v")
+    # serve-0 runs on gpu-node-1 with gpu-0, through the claim the scheduler created for it. The
+    # request is named by the container's index and the resource's index among its sorted
+    # requests (cpu is 0).
+    claim = "serve-0-extended-resources-x4k9p"
+    request = {"exactly": {"allocationMode": "ExactCount", "count": 1, "deviceClassName": GPU_CLASS},
+               "name": "container-0-request-1"}
+    alloc = c.allocation("gpu-node-1", [("ml", claim, "container-0-request-1", GPU, "gpu-node-1", "gpu-0",
+                                         None, False)], at=-1198)
+    obj = c.claim("ml", claim, [request], created=-1199, allocation=alloc, reserved_for=["serve-0"])
+    meta = obj["metadata"]
+    meta["annotations"] = {EXT_ANNOTATION: "true"}
+    meta["generateName"] = "serve-0-extended-resources-"
+    meta["ownerReferences"] = [{"apiVersion": "v1", "blockOwnerDeletion": True, "controller": True,
+                                "kind": "Pod", "name": "serve-0", "uid": c.uid_of("Pod", "serve-0", "ml")}]
+    obj["metadata"] = dict(sorted(meta.items()))
+    p = ext_pod(c, "ml", "serve-0", [ext_container("main", {"cpu": "1", EXT_GPU: "1"})], -1200, node="gpu-node-1")
+    p["status"]["extendedResourceClaimStatus"] = {
+        "requestMappings": [{"containerName": "main", "requestName": "container-0-request-1",
+                             "resourceName": EXT_GPU}],
+        "resourceClaimName": claim}
+    ext_pod(c, "ml", "train-1", [ext_container("main", {"cpu": "2", EXT_GPU: "2"}),
+                                 ext_container("logger", {EXT_GPU: "1"})], 0)
+    ext_pod(c, "ml", "infer-2", [ext_container("main", {EXT_GPU: "1"})], 1)
+    ext_pod(c, "ml", "mixed-3", [ext_container("main", {EXT_GPU: "1", IMPLICIT + FPGA: "1"})], 2)
+    ext_pod(c, "ml", "implicit-4", [ext_container("main", {IMPLICIT + GPU_CLASS: "1"})], 3)
+    write_list(c, name)
+
+
 def main():
     assert "DeviceTaintRule" in KIND_ORDER
     taint_rules()
     kubectl_shaped()
+    extended_resources()

@@ -12,14 +12,16 @@
 //! Permit, and pod N's binding cycle runs after pod N+1's scheduling cycle has started (right after
 //! its PreFilter, the point that exposes the most shared state).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
 use serde_json::Value;
 use sharing_affinity_core::Status;
+use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
+use sharing_affinity_core::object::object_key;
 use sharing_affinity_core::object::{MAX_INPUT_BYTES, Object, Parsed, collect, parse_objects};
-use sharing_affinity_core::plugin::ClaimAllocation;
+use sharing_affinity_core::plugin::{ClaimAllocation, extended};
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
 
@@ -133,6 +135,10 @@ pub struct PodOutcome {
     pub allocations: Vec<ClaimAllocation>,
     /// Why a pod with feasible nodes was not bound (a failed score, reserve or bind).
     pub error: Option<String>,
+    /// KEP-5004: the bound pod's `status.extendedResourceClaimStatus` (the request mappings and
+    /// the special claim's name), set by [`replay_with`] for pods bound with DRA-backed extended
+    /// resources.
+    pub extended: Option<PodExtendedResourceClaimStatus>,
 }
 
 /// Raw latency samples, in nanoseconds.
@@ -239,6 +245,7 @@ pub fn replay_with(
         progress();
     }
     run_deferred(engine, &mut deferred, &mut pods, after_bind);
+    record_extended(cluster, &mut pods);
     Ok(Replay {
         engine: engine.name(),
         rejected,
@@ -246,6 +253,49 @@ pub fn replay_with(
         samples,
         guest_memory_bytes: engine.guest_memory_bytes(),
     })
+}
+
+/// KEP-5004: the `status.extendedResourceClaimStatus` each bound pod gets, by the core's rules for
+/// the pod, the classes and its node ([`extended::status_on_node`]). The engine must have allocated
+/// the claim it names; when it did not, the outcome says so in `error` (never a silent mismatch).
+fn record_extended(cluster: &Cluster, pods: &mut [PodOutcome]) {
+    let mut classes: HashMap<String, DeviceClass> = HashMap::new();
+    let mut nodes: HashMap<&str, &Node> = HashMap::new();
+    let mut pod_objects: HashMap<String, &Pod> = HashMap::new();
+    for object in &cluster.objects {
+        match object {
+            Object::DeviceClass(c) => {
+                classes.insert(c.metadata.name.clone(), (**c).clone());
+            }
+            Object::Node(n) => {
+                nodes.insert(n.metadata.name.as_str(), n);
+            }
+            Object::Pod(p) => {
+                pod_objects.insert(object.key(), p);
+            }
+            _ => {}
+        }
+    }
+    for outcome in pods.iter_mut() {
+        let (Some(node), Some(pod)) = (&outcome.node, pod_objects.get(&outcome.pod)) else {
+            continue;
+        };
+        let Some(node) = nodes.get(node.as_str()) else {
+            continue;
+        };
+        // A class conflict fails PreFilter, so a bound pod never gets here with one.
+        let Ok(Some(status)) = extended::status_on_node(pod, &classes, node) else {
+            continue;
+        };
+        let key = object_key(&pod.metadata.namespace, &status.resource_claim_name);
+        if !outcome.allocations.iter().any(|a| a.claim == key) {
+            outcome.error = Some(format!(
+                "pod {}: the engine allocated no extended-resource claim {key} on node {}",
+                outcome.pod, node.metadata.name
+            ));
+        }
+        outcome.extended = Some(status);
+    }
 }
 
 /// Runs the waiting binding cycle, if any, and records its result in its pod's outcome.
@@ -312,6 +362,7 @@ fn scheduling_cycle(
         nodes: Vec::new(),
         allocations: Vec::new(),
         error: None,
+        extended: None,
     };
     let start = Instant::now();
     let pre = engine.prefilter(pod);

@@ -8,7 +8,9 @@
 //! {"pods":[{"pod":"ns/name","node":"node-1"|null,
 //!           "nodes":[{"node":"...","code":"Success|Error|Unschedulable|UnschedulableAndUnresolvable","reason":"...","score":0}],
 //!           "allocations":[{"claim":"ns/name","results":[{"request":"...","driver":"...","pool":"...","device":"...",
-//!                                                        "shareID":"...","consumedCapacity":{"name":"qty"}}]}]}],
+//!                                                        "shareID":"...","consumedCapacity":{"name":"qty"}}]}],
+//!           "extendedResourceClaimStatus":{"requestMappings":[{"containerName":"...","resourceName":"...",
+//!                                                              "requestName":"..."}],"resourceClaimName":"..."}}],
 //!  "rejected":["objects the loader or the plugin refused"],
 //!  "timing":{"filterNsPerNode":{"p50":0,"p90":0,"p99":0,"max":0},"prefilterNs":{"p50":0,"max":0},
 //!            "cycleNs":{"p50":0,"max":0},"engine":"component"}}
@@ -19,6 +21,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use serde_json::Value;
+use sharing_affinity_core::model::PodExtendedResourceClaimStatus;
 use sharing_affinity_core::plugin::ClaimAllocation;
 
 use crate::replay::{PodOutcome, Replay};
@@ -61,6 +64,11 @@ struct PodJson<'a> {
     node: Option<&'a str>,
     nodes: Vec<NodeJson<'a>>,
     allocations: Vec<AllocationJson<'a>>,
+    #[serde(
+        rename = "extendedResourceClaimStatus",
+        skip_serializing_if = "Option::is_none"
+    )]
+    extended: Option<&'a PodExtendedResourceClaimStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
 }
@@ -107,6 +115,7 @@ fn pod_json(p: &PodOutcome) -> PodJson<'_> {
             })
             .collect(),
         allocations: p.allocations.iter().map(allocation_json).collect(),
+        extended: p.extended.as_ref(),
         error: p.error.as_deref(),
     }
 }
@@ -363,6 +372,7 @@ mod tests {
                     allocation,
                 }],
                 error: None,
+                extended: None,
             }],
             samples: Samples {
                 filter: vec![300, 100, 200],
@@ -404,6 +414,33 @@ mod tests {
             "fields in the documented order: {text}"
         );
         assert_eq!(serde_json::from_str::<Value>(&text).unwrap(), expected);
+    }
+
+    #[test]
+    fn json_shows_the_extended_resource_claim_status() {
+        use sharing_affinity_core::model::ContainerExtendedResourceRequest;
+        let mut replay = sample();
+        replay.pods[0].extended = Some(PodExtendedResourceClaimStatus {
+            request_mappings: vec![ContainerExtendedResourceRequest {
+                container_name: "main".into(),
+                resource_name: "example.com/gpu".into(),
+                request_name: "container-0-request-0".into(),
+            }],
+            resource_claim_name: "p-extended-resources-b2c4d".into(),
+        });
+        let doc = decisions(&replay);
+        assert_eq!(
+            doc["pods"][0]["extendedResourceClaimStatus"],
+            serde_json::json!({"requestMappings": [{"containerName": "main", "resourceName": "example.com/gpu",
+                                                    "requestName": "container-0-request-0"}],
+                               "resourceClaimName": "p-extended-resources-b2c4d"})
+        );
+        assert!(
+            decisions(&sample())["pods"][0]
+                .get("extendedResourceClaimStatus")
+                .is_none(),
+            "absent for pods without DRA-backed extended resources"
+        );
     }
 
     #[test]

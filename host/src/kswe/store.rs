@@ -7,16 +7,17 @@
 //! a feed can report `DELETED`. Pending allocations (signalled at Reserve) overlay their claim's
 //! `status.allocation` in the feed, as upstream's assume cache does for other scheduling cycles.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
 use sharing_affinity_core::model::{
-    AllocationResult, OwnerReference, Pod, PodResourceClaimStatus, ResourceClaim,
-    ResourceClaimConsumerReference,
+    AllocationResult, DeviceClass, OwnerReference, Pod, PodExtendedResourceClaimStatus,
+    PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference,
 };
 use sharing_affinity_core::object::{Kind, Object, object_key};
+use sharing_affinity_core::plugin::extended;
 
 use super::proto;
 
@@ -318,7 +319,7 @@ impl ObjectStore {
             // Other instances must see the devices as taken while the pod binds, so a claim the
             // pod generates is created now (what the resourceclaim controller does before the
             // pod is scheduled), and shown with the pending allocation.
-            self.create_generated(claim, pod)?;
+            self.create_generated(claim, pod, &allocation)?;
         }
         match self.entries.get(&id).map(|e| &e.object) {
             Some(Object::ResourceClaim(c)) => {
@@ -342,7 +343,10 @@ impl ObjectStore {
         &self.pending
     }
 
-    /// Drops the pending allocations of a pod (Unreserve); returns the claims affected.
+    /// Drops the pending allocations of a pod (Unreserve); returns the claims affected. A KEP-5004
+    /// special claim created at Reserve and still unallocated is deleted and the pod's
+    /// `status.extendedResourceClaimStatus` cleared, as upstream's Unreserve deletes the claim it
+    /// created (a claim generated from a template stays: the resourceclaim controller keeps it).
     pub fn clear_pending_for_pod(&mut self, pod_uid: &str) -> Vec<String> {
         let claims: Vec<String> = self
             .pending
@@ -352,28 +356,119 @@ impl ObjectStore {
             .collect();
         for claim in &claims {
             self.pending.remove(claim);
-            self.touch(&(Kind::ResourceClaim, claim.clone()));
+            let id = (Kind::ResourceClaim, claim.clone());
+            let special = match self.entries.get(&id).map(|e| &e.object) {
+                Some(Object::ResourceClaim(c)) => (c.status.allocation.is_none()
+                    && c.metadata
+                        .annotations
+                        .get(extended::CLAIM_ANNOTATION)
+                        .map(String::as_str)
+                        == Some("true")
+                    && c.metadata
+                        .owner_references
+                        .iter()
+                        .any(|o| o.controller == Some(true) && o.uid == pod_uid))
+                .then(|| (**c).clone()),
+                _ => None,
+            };
+            match special {
+                Some(c) => {
+                    self.apply(Change::Delete, Object::ResourceClaim(Box::new(c)))
+                        .expect("deleting a claim that was just found");
+                    if let Some(mut pod) = self.pod_by_uid(pod_uid).cloned()
+                        && pod
+                            .status
+                            .extended_resource_claim_status
+                            .as_ref()
+                            .is_some_and(|s| {
+                                object_key(&pod.metadata.namespace, &s.resource_claim_name) == *claim
+                            })
+                    {
+                        pod.status.extended_resource_claim_status = None;
+                        self.apply(Change::Update, Object::Pod(Box::new(pod)))
+                            .expect("a stored pod converts to protobuf");
+                    }
+                }
+                None => self.touch(&id),
+            }
         }
         claims
     }
 
+    /// KEP-5004: the claim the scheduler creates for the pod's extended resources backed by DRA,
+    /// when `claim` is its name (`<pod>-extended-resources-<5 chars>`, the suffix derived from the
+    /// pod's UID as the core derives it) and the pod has none yet, with the pod's
+    /// `status.extendedResourceClaimStatus`. The requests and mappings follow the core's rules
+    /// ([`sharing_affinity_core::plugin::extended`]) for the pod and the stored DeviceClasses,
+    /// keeping the requests the allocation has results for: on a node that serves a resource
+    /// through a device plugin the guest allocates none for it, and upstream's claim for that node
+    /// has no request for it either. `NotFound` when `claim` is not the pod's special claim,
+    /// `Invalid` when a result names a request the pod does not make.
+    pub fn extended_claim(
+        &self,
+        claim: &str,
+        pod: &Pod,
+        allocation: &AllocationResult,
+    ) -> Result<(ResourceClaim, PodExtendedResourceClaimStatus), DraError> {
+        let ns = &pod.metadata.namespace;
+        if pod.status.extended_resource_claim_status.is_some()
+            || object_key(ns, &extended::claim_name(pod)) != claim
+        {
+            return Err(DraError::NotFound);
+        }
+        let classes: HashMap<String, DeviceClass> = self
+            .objects(Kind::DeviceClass)
+            .filter_map(|o| match o {
+                Object::DeviceClass(c) => Some((c.metadata.name.clone(), (**c).clone())),
+                _ => None,
+            })
+            .collect();
+        match extended::claim_for_allocation(pod, &classes, allocation) {
+            Ok(Some(created)) => Ok(created),
+            Ok(None) => Err(DraError::NotFound),
+            // A class conflict would have failed the guest's PreFilter; what is left is a result
+            // for a request the pod does not make.
+            Err(_) => Err(DraError::Invalid),
+        }
+    }
+
     /// Creates the claim `pod` generates from a template (`<pod>-<entry>`) and names it in the
-    /// pod's `status.resourceClaimStatuses`, what the resourceclaim controller does.
-    fn create_generated(&mut self, claim: &str, pod: &Pod) -> Result<(), DraError> {
+    /// pod's `status.resourceClaimStatuses`, what the resourceclaim controller does; or the
+    /// pod's KEP-5004 special claim ([`ObjectStore::extended_claim`]) and the pod's
+    /// `status.extendedResourceClaimStatus`, what upstream's DRA plugin does.
+    fn create_generated(
+        &mut self,
+        claim: &str,
+        pod: &Pod,
+        allocation: &AllocationResult,
+    ) -> Result<(), DraError> {
         let stored = self.pod(&pod_key(pod)).cloned();
         let source = stored.clone().unwrap_or_else(|| pod.clone());
-        let Some((entry, generated)) = self.generated_claim(claim, &source) else {
-            return Err(DraError::NotFound);
+        /// What the pod's status records about the new claim.
+        enum Record {
+            Template(PodResourceClaimStatus),
+            Extended(PodExtendedResourceClaimStatus),
+        }
+        let (generated, record) = match self.generated_claim(claim, &source) {
+            Some((entry, generated)) => {
+                let status = PodResourceClaimStatus {
+                    name: entry,
+                    resource_claim_name: Some(generated.metadata.name.clone()),
+                };
+                (generated, Record::Template(status))
+            }
+            None => {
+                let (generated, status) = self.extended_claim(claim, &source, allocation)?;
+                (generated, Record::Extended(status))
+            }
         };
-        let name = generated.metadata.name.clone();
         self.apply(Change::Add, Object::ResourceClaim(Box::new(generated)))
             .map_err(|_| DraError::Invalid)?;
         if let Some(mut updated) = stored {
-            let status = PodResourceClaimStatus {
-                name: entry,
-                resource_claim_name: Some(name),
-            };
-            updated.status.resource_claim_statuses.push(status);
+            match record {
+                Record::Template(entry) => updated.status.resource_claim_statuses.push(entry),
+                Record::Extended(status) => updated.status.extended_resource_claim_status = Some(status),
+            }
             self.apply(Change::Update, Object::Pod(Box::new(updated)))
                 .map_err(|_| DraError::Invalid)?;
         }
@@ -392,7 +487,7 @@ impl ObjectStore {
     ) -> Result<u64, DraError> {
         let id = (Kind::ResourceClaim, claim.to_string());
         if !self.entries.contains_key(&id) {
-            self.create_generated(claim, pod)?;
+            self.create_generated(claim, pod, &allocation)?;
         }
         let Some(Object::ResourceClaim(c)) = self.entries.get(&id).map(|e| e.object.clone()) else {
             return Err(DraError::NotFound);
@@ -691,5 +786,106 @@ mod tests {
             Some("p-gpu")
         );
         assert!(s.pending().is_empty());
+    }
+}
+
+#[cfg(test)]
+mod extended_tests {
+    use super::*;
+    use sharing_affinity_core::object::parse_objects;
+
+    fn obj(json: &str) -> Object {
+        parse_objects(json).unwrap().objects.remove(0)
+    }
+
+    fn alloc(requests: &[&str]) -> AllocationResult {
+        let results: Vec<String> = requests
+            .iter()
+            .map(|r| format!(r#"{{"request":"{r}","driver":"d","pool":"p","device":"x"}}"#))
+            .collect();
+        serde_json::from_str(&format!(r#"{{"devices":{{"results":[{}]}}}}"#, results.join(","))).unwrap()
+    }
+
+    /// KEP-5004 through the DRA module: the special claim is created at Reserve with the requests
+    /// the allocation covers (a resource the node serves through a device plugin has none), the
+    /// pod's status names it, and Unreserve deletes it and clears the status.
+    #[test]
+    fn special_claim_is_created_with_the_allocated_requests_and_deleted_on_unreserve() {
+        let mut s = ObjectStore::new();
+        for class in ["gpu", "fpga"] {
+            s.apply(
+                Change::Add,
+                obj(&format!(
+                    r#"{{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{{"name":"{class}"}},
+                        "spec":{{"extendedResourceName":"example.com/{class}"}}}}"#
+                )),
+            )
+            .unwrap();
+        }
+        s.apply(
+            Change::Add,
+            obj(
+                r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1"},
+                "spec":{"containers":[{"name":"main","image":"i",
+                  "resources":{"requests":{"example.com/fpga":"1","example.com/gpu":"2"}}}]}}"#,
+            ),
+        )
+        .unwrap();
+        let pod = s.pod("ns/p").unwrap().clone();
+        let key = format!("ns/{}", extended::claim_name(&pod));
+        assert_eq!(
+            s.set_pending(
+                "ns/p-extended-resources-zzzzz",
+                &pod,
+                alloc(&["container-0-request-0"])
+            ),
+            Err(DraError::NotFound),
+            "another name is not the pod's claim"
+        );
+        assert_eq!(
+            s.set_pending(&key, &pod, alloc(&["container-0-request-7"])),
+            Err(DraError::Invalid),
+            "a result for a request the pod does not make"
+        );
+        // Only the FPGA request (index 0 of the sorted names) is allocated: GPUs by device plugin.
+        s.set_pending(&key, &pod, alloc(&["container-0-request-0"]))
+            .unwrap();
+        let Some(Object::ResourceClaim(c)) = s.get(Kind::ResourceClaim, &key) else {
+            panic!("the special claim exists");
+        };
+        let names: Vec<&str> = c.spec.devices.requests.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, ["container-0-request-0"]);
+        assert_eq!(c.metadata.annotations[extended::CLAIM_ANNOTATION], "true");
+        let status = s
+            .pod("ns/p")
+            .unwrap()
+            .status
+            .extended_resource_claim_status
+            .clone()
+            .unwrap();
+        assert_eq!(status.request_mappings.len(), 1);
+        assert_eq!(status.request_mappings[0].resource_name, "example.com/fpga");
+        assert_eq!(format!("ns/{}", status.resource_claim_name), key);
+
+        assert_eq!(s.clear_pending_for_pod("u1"), std::slice::from_ref(&key));
+        assert!(
+            s.get(Kind::ResourceClaim, &key).is_none(),
+            "Unreserve deletes the claim"
+        );
+        assert_eq!(s.pod("ns/p").unwrap().status.extended_resource_claim_status, None);
+
+        // PreBind: written with the allocation; a second special claim is not created.
+        s.write_allocation(
+            &key,
+            &pod,
+            alloc(&["container-0-request-0", "container-0-request-1"]),
+        )
+        .unwrap();
+        let Some(Object::ResourceClaim(c)) = s.get(Kind::ResourceClaim, &key) else {
+            panic!("the special claim exists");
+        };
+        assert!(c.status.allocation.is_some());
+        assert_eq!(c.spec.devices.requests.len(), 2);
+        assert_eq!(c.status.reserved_for[0].uid, "u1");
     }
 }

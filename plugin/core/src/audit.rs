@@ -940,7 +940,8 @@ fn show_values(v: &BTreeMap<String, String>) -> String {
 
 /// Records `allocations` (as Bind returned them for pod `pod_key`) in `objects`: an existing claim
 /// gets its `status.allocation`; a claim generated from a template of the pod is created from the
-/// template, as the plugin does. Returns the keys of allocations it could not place.
+/// template, as the plugin does, and so is the pod's KEP-5004 special claim. Returns the keys of
+/// allocations it could not place (an error in the special claim's rules is one).
 pub fn record_allocations(
     objects: &mut Vec<Object>,
     pod_key: &str,
@@ -958,7 +959,7 @@ pub fn record_allocations(
             claim.status.allocation = Some(a.allocation.clone());
             continue;
         }
-        match generated_claim(objects, pod_key, &a.claim) {
+        match generated_claim(objects, pod_key, &a.claim).or_else(|| extended_claim(objects, pod_key, a)) {
             Some(mut claim) => {
                 claim.status.allocation = Some(a.allocation.clone());
                 objects.push(Object::ResourceClaim(Box::new(claim)));
@@ -967,6 +968,35 @@ pub fn record_allocations(
         }
     }
     unplaced
+}
+
+/// The pod's KEP-5004 special claim, when `a` is for it (its name, a pod without one yet).
+fn extended_claim(
+    objects: &[Object],
+    pod_key: &str,
+    a: &crate::plugin::ClaimAllocation,
+) -> Option<ResourceClaim> {
+    use crate::plugin::extended;
+    let pod = objects.iter().find_map(|o| match o {
+        Object::Pod(p) if o.key() == pod_key => Some(p),
+        _ => None,
+    })?;
+    if pod.status.extended_resource_claim_status.is_some()
+        || object_key(&pod.metadata.namespace, &extended::claim_name(pod)) != a.claim
+    {
+        return None;
+    }
+    let classes = objects
+        .iter()
+        .filter_map(|o| match o {
+            Object::DeviceClass(c) => Some((c.metadata.name.clone(), (**c).clone())),
+            _ => None,
+        })
+        .collect();
+    extended::claim_for_allocation(pod, &classes, &a.allocation)
+        .ok()
+        .flatten()
+        .map(|(claim, _)| claim)
 }
 
 /// The claim `<pod>-<entry>` generated from the template named by the pod's entry.

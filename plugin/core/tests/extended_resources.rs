@@ -5,7 +5,10 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use sharing_affinity_core::Code;
-use sharing_affinity_core::model::ContainerExtendedResourceRequest;
+use std::collections::HashMap;
+
+use sharing_affinity_core::model::{ContainerExtendedResourceRequest, DeviceClass, Node, Pod};
+use sharing_affinity_core::plugin::extended;
 
 const GPU: &str = "example.com/gpu";
 
@@ -215,13 +218,6 @@ fn what_cannot_be_decided_exactly_is_an_error() {
     assert_eq!(st.code, Code::Error, "{st}");
     assert!(st.reason.contains("gpu-class and gpu-class-2"), "{st}");
 
-    let mut objs = objects(pod.clone());
-    objs[0]["status"] = json!({"allocatable": {GPU: "2", "cpu": "4"}});
-    let mut p = plugin("", &objs);
-    let st = p.prefilter("default/p");
-    assert_eq!(st.code, Code::Error, "{st}");
-    assert!(st.reason.contains("device plugin on node node-1"), "{st}");
-
     // A special claim left from an earlier cycle, with requests but no allocation.
     let mut objs = objects(pod);
     objs.push(json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
@@ -236,5 +232,164 @@ fn what_cannot_be_decided_exactly_is_an_error() {
     assert!(
         st.reason.contains("cannot schedule extended resource claim"),
         "{st}"
+    );
+}
+
+const FPGA: &str = "example.com/fpga";
+
+/// Filter, Reserve and Bind of pod `p` on `node`; the allocated (claim, requests) and the status.
+fn on_node(
+    p: &mut sharing_affinity_core::plugin::Plugin,
+    node: &str,
+) -> (
+    Vec<(String, Vec<String>)>,
+    Option<sharing_affinity_core::model::PodExtendedResourceClaimStatus>,
+) {
+    let st = p.filter(node);
+    assert!(st.is_success(), "{node}: {st}");
+    let allocs = p.reserve(node).expect("reserve");
+    p.bind("default/p", node).expect("bind");
+    let got = allocs
+        .iter()
+        .map(|a| {
+            (
+                a.claim.clone(),
+                a.allocation
+                    .devices
+                    .results
+                    .iter()
+                    .map(|r| r.request.clone())
+                    .collect(),
+            )
+        })
+        .collect();
+    let status = p
+        .pod("default/p")
+        .unwrap()
+        .status
+        .extended_resource_claim_status
+        .clone();
+    (got, status)
+}
+
+/// KEP-5004 per node (upstream's Filter): a node whose `status.allocatable` lists a resource above
+/// zero serves it through its device plugin, so the special claim leaves that resource out there;
+/// a zero entry or none at all leaves it to DRA. Both classes select the same four devices.
+#[test]
+fn device_plugin_or_dra_is_chosen_per_node() {
+    let pod = ext_pod(
+        "p",
+        vec![],
+        vec![
+            ctr("a", json!({GPU: "1", FPGA: "1"})),
+            ctr("b", json!({GPU: "2"})),
+        ],
+    );
+    let mut dp_slice = slice(
+        "dp-slice",
+        "dp-pool",
+        1,
+        1,
+        &[device("d0"), device("d1"), device("d2"), device("d3")],
+    );
+    dp_slice["spec"]["nodeName"] = json!("dp-node");
+    let setup = |allocatable: Value| {
+        let mut dp = node("dp-node");
+        dp["status"] = json!({ "allocatable": allocatable });
+        let mut fpga = class("fpga-class", "device.driver == \"driver-a\"");
+        fpga["spec"]["extendedResourceName"] = json!(FPGA);
+        let mut p = plugin(
+            "",
+            &[
+                node(NODE),
+                dp,
+                gpu_class("gpu-class", Some(GPU)),
+                fpga,
+                slice1(&[device("d0"), device("d1"), device("d2"), device("d3")]),
+                dp_slice.clone(),
+                pod.clone(),
+            ],
+        );
+        let st = p.prefilter("default/p");
+        assert!(st.is_success(), "{st}");
+        p
+    };
+    // A (container, resource) request: a: fpga is index 0, gpu 1 (sorted names); b: gpu is 0.
+    let fpga_a = m("a", "container-0-request-0");
+    let fpga_a = ContainerExtendedResourceRequest {
+        resource_name: FPGA.into(),
+        ..fpga_a
+    };
+    let (gpu_a, gpu_b) = (m("a", "container-0-request-1"), m("b", "container-1-request-0"));
+
+    // The device plugin serves the GPUs on dp-node: only the FPGA request goes to DRA there.
+    let mut p = setup(json!({GPU: "8", "cpu": "4"}));
+    let (got, status) = on_node(&mut p, "dp-node");
+    let status = status.expect("DRA still serves the FPGA");
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].1, ["container-0-request-0"], "only the FPGA request");
+    assert_eq!(status.request_mappings, std::slice::from_ref(&fpga_a));
+    // The replay's report derives the status with `status_on_node`: the same as Bind recorded.
+    let model_pod: Pod = serde_json::from_value(pod.clone()).unwrap();
+    let mut dp_node: Node = serde_json::from_value(node("dp-node")).unwrap();
+    dp_node.status.allocatable = serde_json::from_value(json!({GPU: "8", "cpu": "4"})).unwrap();
+    let mut gpu: DeviceClass = serde_json::from_value(gpu_class("gpu-class", Some(GPU))).unwrap();
+    let mut fpga: DeviceClass = serde_json::from_value(gpu_class("fpga-class", Some(FPGA))).unwrap();
+    gpu.metadata.name = "gpu-class".into();
+    fpga.metadata.name = "fpga-class".into();
+    let classes = HashMap::from([("gpu-class".to_string(), gpu), ("fpga-class".to_string(), fpga)]);
+    assert_eq!(
+        extended::status_on_node(&model_pod, &classes, &dp_node)
+            .unwrap()
+            .as_ref(),
+        Some(&status)
+    );
+    let claim = p
+        .claim(&format!("default/{}", status.resource_claim_name))
+        .expect("the special claim is stored");
+    let names: Vec<&str> = claim
+        .spec
+        .devices
+        .requests
+        .iter()
+        .map(|r| r.name.as_str())
+        .collect();
+    assert_eq!(
+        names,
+        ["container-0-request-0"],
+        "the node's variant of the claim"
+    );
+
+    // On a node without the entry, DRA serves both resources.
+    let mut p = setup(json!({GPU: "8"}));
+    let (got, status) = on_node(&mut p, NODE);
+    assert_eq!(
+        got[0].1,
+        [
+            "container-0-request-0",
+            "container-0-request-1",
+            "container-1-request-0",
+            "container-1-request-0"
+        ]
+    );
+    assert_eq!(
+        status.unwrap().request_mappings,
+        [fpga_a.clone(), gpu_a.clone(), gpu_b.clone()]
+    );
+
+    // A zero entry (a device plugin with no device) is not a device plugin serving the resource.
+    let mut p = setup(json!({GPU: "0"}));
+    let (got, _) = on_node(&mut p, "dp-node");
+    assert_eq!(got[0].1.len(), 4, "DRA serves both resources: {got:?}");
+
+    // The device plugin serves both: no special claim, no status, and nothing allocated.
+    let mut p = setup(json!({GPU: "8", FPGA: "1"}));
+    let (got, status) = on_node(&mut p, "dp-node");
+    assert!(got.is_empty(), "{got:?}");
+    assert_eq!(status, None);
+    let name = extended::claim_name(p.pod("default/p").unwrap());
+    assert!(
+        p.claim(&format!("default/{name}")).is_none(),
+        "no claim was created"
     );
 }

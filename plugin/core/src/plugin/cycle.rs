@@ -204,6 +204,7 @@ impl Plugin {
         let fail = |status: Status| NodeResult {
             status,
             allocation: Vec::new(),
+            variants: Vec::new(),
         };
         let cycle = match self.cycle("filter") {
             Ok(c) => c,
@@ -240,6 +241,7 @@ impl Plugin {
             return NodeResult {
                 status: Status::success(),
                 allocation: Vec::new(),
+                variants: Vec::new(),
             };
         }
         let Some(d) = self.derived.as_ref() else {
@@ -255,16 +257,65 @@ impl Plugin {
             Ok(p) => p.as_slice(),
             Err(e) => return fail(Status::error(e.clone())),
         };
+        // KEP-5004: the special claim without the resources this node serves through a device
+        // plugin; a claim left with no request is not allocated on this node.
+        let variants: Vec<Option<super::extended::NodeVariant>> = cycle
+            .pending
+            .iter()
+            .map(|&i| {
+                let c = &cycle.claims[i];
+                super::extended::node_variant(&c.claim, &c.extended, node)
+            })
+            .collect();
+        let trimmed: Vec<Option<ClaimAffinity>> = variants
+            .iter()
+            .zip(&cycle.affinity)
+            .map(|(v, aff)| {
+                v.as_ref()
+                    .filter(|_| !aff.is_empty())
+                    .map(|v| v.keep.iter().map(|&k| aff[k].clone()).collect())
+            })
+            .collect();
+        let mut allocated_at = Vec::with_capacity(cycle.pending.len());
         let inputs: Vec<ClaimInput<'_>> = cycle
             .pending
             .iter()
-            .zip(&cycle.affinity)
-            .map(|(&i, aff)| ClaimInput {
-                key: &cycle.claims[i].key,
-                claim: &cycle.claims[i].claim,
-                affinity: aff,
+            .enumerate()
+            .filter(|(n, _)| {
+                variants[*n]
+                    .as_ref()
+                    .is_none_or(|v| !v.claim.spec.devices.requests.is_empty())
+            })
+            .map(|(n, &i)| {
+                allocated_at.push(n);
+                ClaimInput {
+                    key: &cycle.claims[i].key,
+                    claim: variants[n].as_ref().map_or(&cycle.claims[i].claim, |v| &v.claim),
+                    affinity: trimmed[n].as_ref().unwrap_or(&cycle.affinity[n]),
+                }
             })
             .collect();
+        // Aligns the allocator's results with `pending` again: an empty result for a claim that
+        // was left out.
+        let realign = |a: Vec<ClaimResult>| -> Vec<ClaimResult> {
+            let mut out: Vec<ClaimResult> = (0..cycle.pending.len())
+                .map(|_| ClaimResult {
+                    allocation: Default::default(),
+                    choices: Vec::new(),
+                })
+                .collect();
+            for (r, &n) in a.into_iter().zip(&allocated_at) {
+                out[n] = r;
+            }
+            out
+        };
+        if inputs.is_empty() {
+            return NodeResult {
+                status: Status::success(),
+                allocation: realign(Vec::new()),
+                variants,
+            };
+        }
         let locks = self.lock_view(d);
         let input = allocator::Input {
             index: &d.index,
@@ -282,7 +333,8 @@ impl Plugin {
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
                 status: Status::success(),
-                allocation: a,
+                allocation: realign(a),
+                variants,
             },
             Ok(AllocOutcome::Unfit(notes)) => {
                 let mut reason = "cannot allocate all claims".to_string();
@@ -340,6 +392,8 @@ impl Plugin {
             )));
         }
         let result = r.allocation.clone();
+        let variants = r.variants.clone();
+        let variant = |n: usize| variants.get(n).and_then(Option::as_ref);
         let pod_key = cycle.pod.clone();
         // Re-check against state that may have changed since Filter (no second CEL pass).
         let d = self
@@ -386,21 +440,33 @@ impl Plugin {
             .filter(|c| c.generated_for.is_some())
             .map(|c| c.claim.metadata.name.clone())
             .collect();
-        let extended =
-            cycle
-                .claims
-                .iter()
-                .find(|c| !c.extended.is_empty())
-                .map(|c| PodExtendedResourceClaimStatus {
-                    request_mappings: c.extended.clone(),
+        // KEP-5004: on a node that serves some resources through a device plugin, the status
+        // maps only the others, and with none left there is no special claim and no status.
+        let extended = cycle
+            .claims
+            .iter()
+            .enumerate()
+            .find(|(_, c)| !c.extended.is_empty())
+            .and_then(|(i, c)| {
+                let mappings = match cycle.pending.iter().position(|&p| p == i).and_then(variant) {
+                    Some(v) => v.mappings.clone(),
+                    None => c.extended.clone(),
+                };
+                (!mappings.is_empty()).then(|| PodExtendedResourceClaimStatus {
+                    request_mappings: mappings,
                     resource_claim_name: c.claim.metadata.name.clone(),
-                });
+                })
+            });
         let mut out = Vec::new();
         let mut staged = Vec::new();
         for (n, &i) in cycle.pending.iter().enumerate() {
             let cc = &cycle.claims[i];
             let cr = &result[n];
-            let mut claim = cc.claim.clone();
+            let mut claim = match variant(n) {
+                Some(v) if v.claim.spec.devices.requests.is_empty() => continue,
+                Some(v) => v.claim.clone(),
+                None => cc.claim.clone(),
+            };
             claim.status.allocation = Some(cr.allocation.clone());
             if !claim
                 .status

@@ -15,9 +15,14 @@
 //!   the pod, and named from `generateName` `<pod>-extended-resources-`; Bind records it in
 //!   `status.extendedResourceClaimStatus` with the container → request mappings.
 //!
+//! A node whose `status.allocatable` lists one of the resources above zero provides it through a
+//! device plugin: there, as upstream's Filter does, the claim leaves out that resource's requests
+//! (the NodeResourcesFit plugin checks it against the node's allocatable, which this plugin does
+//! not model), and a node that provides every resource that way gets no special claim at all.
+//! Elsewhere DRA serves them. The claim therefore varies per node (`node_variant`).
+//!
 //! What this plugin cannot decide exactly is an error, never a guess: two classes with the same
-//! `extendedResourceName`, a node that provides the resource through a device plugin
-//! (`status.allocatable`), a fractional request.
+//! `extendedResourceName`, a fractional request.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -261,21 +266,104 @@ pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
     claim
 }
 
-/// A node that provides one of the resources through a device plugin (`status.allocatable` above
-/// zero): upstream then uses the device plugin on that node and DRA elsewhere, a per-node claim
-/// this plugin does not build.
-pub fn device_plugin_node<'a>(
-    nodes: impl IntoIterator<Item = &'a Node>,
-    resources: &BTreeMap<String, String>,
-) -> Option<(String, String)> {
-    for node in nodes {
-        for r in resources.keys() {
-            if node.status.allocatable.get(r).is_some_and(|q| !q.is_zero()) {
-                return Some((node.metadata.name.clone(), r.clone()));
-            }
-        }
+/// The resources of the pod's special claim that `node` provides through a device plugin: those
+/// with a nonzero `status.allocatable` entry. Upstream then leaves them to the device plugin on
+/// that node and asks DRA only for the others.
+pub fn device_plugin_resources<'a>(
+    node: &Node,
+    mappings: &'a [ContainerExtendedResourceRequest],
+) -> BTreeSet<&'a str> {
+    mappings
+        .iter()
+        .map(|m| m.resource_name.as_str())
+        .filter(|r| node.status.allocatable.get(*r).is_some_and(|q| !q.is_zero()))
+        .collect()
+}
+
+/// The special claim as one node needs it, when the node provides some of its resources through a
+/// device plugin.
+#[derive(Clone, Debug)]
+pub(super) struct NodeVariant {
+    /// The claim with only the requests DRA serves on the node (possibly none).
+    pub(super) claim: ResourceClaim,
+    /// Indexes of the kept requests in the PreFilter claim.
+    pub(super) keep: Vec<usize>,
+    /// The container mappings of the kept requests.
+    pub(super) mappings: Vec<ContainerExtendedResourceRequest>,
+}
+
+/// The node's variant of a special claim that is still to be allocated: `None` when the claim is
+/// no such claim or the node provides none of its resources through a device plugin (the
+/// PreFilter claim applies as it is). A request name belongs to one resource (init containers
+/// reuse only requests of the same resource), so dropping a resource drops its requests and
+/// mappings and nothing else.
+pub(super) fn node_variant(
+    claim: &ResourceClaim,
+    mappings: &[ContainerExtendedResourceRequest],
+    node: &Node,
+) -> Option<NodeVariant> {
+    if mappings.is_empty() || claim.status.allocation.is_some() {
+        return None;
     }
-    None
+    let plugin_served = device_plugin_resources(node, mappings);
+    if plugin_served.is_empty() {
+        return None;
+    }
+    let dropped: BTreeSet<&str> = mappings
+        .iter()
+        .filter(|m| plugin_served.contains(m.resource_name.as_str()))
+        .map(|m| m.request_name.as_str())
+        .collect();
+    let keep: Vec<usize> = (0..claim.spec.devices.requests.len())
+        .filter(|&i| !dropped.contains(claim.spec.devices.requests[i].name.as_str()))
+        .collect();
+    let mut variant = claim.clone();
+    variant.spec.devices.requests = keep
+        .iter()
+        .map(|&i| claim.spec.devices.requests[i].clone())
+        .collect();
+    Some(NodeVariant {
+        claim: variant,
+        keep,
+        mappings: mappings
+            .iter()
+            .filter(|m| !plugin_served.contains(m.resource_name.as_str()))
+            .cloned()
+            .collect(),
+    })
+}
+
+/// The pod's `status.extendedResourceClaimStatus` after binding it to `node`, as upstream's
+/// PreBind records it: the mappings of the resources DRA serves on the node and the claim's name;
+/// `None` when the pod asks for no DRA-backed resource or the node provides all of them through a
+/// device plugin (no claim is created). The replay reports it from this function, so the report
+/// and the core agree by construction.
+pub fn status_on_node(
+    pod: &Pod,
+    classes: &HashMap<String, DeviceClass>,
+    node: &Node,
+) -> Result<Option<crate::model::PodExtendedResourceClaimStatus>, String> {
+    if let Some(s) = &pod.status.extended_resource_claim_status {
+        return Ok(Some(s.clone()));
+    }
+    let mapping = class_mapping(classes)?;
+    let resources = pod_resources(pod, &mapping);
+    if resources.is_empty() {
+        return Ok(None);
+    }
+    let (_, mappings) = requests_and_mappings(pod, &resources)?;
+    let plugin_served = device_plugin_resources(node, &mappings);
+    let kept: Vec<ContainerExtendedResourceRequest> = mappings
+        .iter()
+        .filter(|m| !plugin_served.contains(m.resource_name.as_str()))
+        .cloned()
+        .collect();
+    Ok(
+        (!kept.is_empty()).then(|| crate::model::PodExtendedResourceClaimStatus {
+            request_mappings: kept,
+            resource_claim_name: claim_name(pod),
+        }),
+    )
 }
 
 impl super::Plugin {
@@ -301,12 +389,6 @@ impl super::Plugin {
         let resources = pod_resources(pod, &mapping);
         if resources.is_empty() {
             return Ok(None);
-        }
-        if let Some((node, r)) = device_plugin_node(self.nodes.values(), &resources) {
-            return Err(Status::error(format!(
-                "pod {pod_key}: extended resource {r} is also provided by a device plugin on node {node} \
-                 (status.allocatable): choosing between device plugin and DRA per node is not supported"
-            )));
         }
         if let Some((key, claim)) = self.claims.iter().find(|(_, c)| is_claim_of(c, pod)) {
             if claim.status.allocation.is_none() && !claim.spec.devices.requests.is_empty() {
@@ -338,4 +420,45 @@ impl super::Plugin {
             extended: mappings,
         }))
     }
+}
+
+/// The special claim as created for `pod` with `allocation` (on whichever node it was made), and
+/// the pod's status: the requests by the rules above for the pod and `classes`, keeping those the
+/// allocation has results for (a resource the node serves through a device plugin has none).
+/// `None` when the pod asks for no DRA-backed resource; an error when a result names a request
+/// the pod does not make.
+pub fn claim_for_allocation(
+    pod: &Pod,
+    classes: &HashMap<String, DeviceClass>,
+    allocation: &crate::model::AllocationResult,
+) -> Result<Option<(ResourceClaim, crate::model::PodExtendedResourceClaimStatus)>, String> {
+    let mapping = class_mapping(classes)?;
+    let resources = pod_resources(pod, &mapping);
+    if resources.is_empty() {
+        return Ok(None);
+    }
+    let (requests, mappings) = requests_and_mappings(pod, &resources)?;
+    let allocated: BTreeSet<&str> = allocation
+        .devices
+        .results
+        .iter()
+        .map(|r| r.request.split('/').next().unwrap_or_default())
+        .collect();
+    if let Some(r) = allocated.iter().find(|r| !requests.iter().any(|q| q.name == **r)) {
+        return Err(format!(
+            "the allocation has a result for request {r}, which the pod does not make"
+        ));
+    }
+    let requests = requests
+        .into_iter()
+        .filter(|q| allocated.contains(q.name.as_str()))
+        .collect();
+    let status = crate::model::PodExtendedResourceClaimStatus {
+        request_mappings: mappings
+            .into_iter()
+            .filter(|m| allocated.contains(m.request_name.as_str()))
+            .collect(),
+        resource_claim_name: claim_name(pod),
+    };
+    Ok(Some((new_claim(pod, requests), status)))
 }

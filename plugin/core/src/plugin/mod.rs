@@ -36,7 +36,7 @@ use crate::status::Status;
 use crate::taints::TaintRule;
 
 mod cycle;
-mod extended;
+pub mod extended;
 mod locks;
 
 use locks::Locks;
@@ -102,6 +102,9 @@ struct CycleClaim {
 struct NodeResult {
     status: Status,
     allocation: Vec<ClaimResult>,
+    /// Per pending claim (same order; empty when there is none): the node's variant of the
+    /// KEP-5004 special claim when the node serves some of its resources through a device plugin.
+    variants: Vec<Option<extended::NodeVariant>>,
 }
 
 struct Cycle {

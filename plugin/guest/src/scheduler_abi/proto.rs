@@ -5,11 +5,14 @@
 //! This file is shared: the guest compiles it as `scheduler_abi::proto`, and the wasmtime host
 //! (`host/src/kswe/mod.rs`) includes the same file with `#[path]`, so both sides agree on field
 //! numbers by construction. Field numbers were checked against `core/v1/generated.proto` and
-//! `apimachinery/pkg/apis/meta/v1/generated.proto` at `v0.33.4`.
+//! `apimachinery/pkg/apis/meta/v1/generated.proto` at `v0.33.4`; the KEP-5004 fields that v1.33
+//! lacks (`PodStatus.extendedResourceClaimStatus` = 18 and its messages) against `k8s.io/api`
+//! master (the 1.34+ `generated.proto`), where the numbers are final.
 //!
 //! Presence follows the gogo marshaller the upstream Go host uses: non-pointer Go fields (strings,
 //! `generation`, `creationTimestamp`, the `spec`/`status` structs) are always written, pointer fields
-//! only when set. Pods carry their containers (name, image, resources) and nodes their status
+//! only when set. Pods carry their containers (name, image, resources, restartPolicy), claim
+//! statuses and KEP-5004 `extendedResourceClaimStatus`, and nodes their status
 //! (capacity, allocatable, images); other fields outside the model are not written, and a guest
 //! decoding these bytes sees them as unset, exactly as proto2 readers skip unknown fields.
 
@@ -143,6 +146,9 @@ pub struct Container {
     /// `resources` (a non-pointer Go struct: always written).
     #[prost(message, optional, tag = "8")]
     pub resources: Option<ResourceRequirements>,
+    /// `restartPolicy` (a pointer: written when set; `Always` marks a sidecar init container).
+    #[prost(string, optional, tag = "24")]
+    pub restart_policy: Option<String>,
 }
 
 /// `core.v1.PodSpec` (subset).
@@ -176,12 +182,40 @@ pub struct PodResourceClaimStatus {
     pub resource_claim_name: Option<String>,
 }
 
+/// `core.v1.ContainerExtendedResourceRequest` (KEP-5004).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ContainerExtendedResourceRequest {
+    /// The container's name.
+    #[prost(string, optional, tag = "1")]
+    pub container_name: Option<String>,
+    /// The extended resource name in the container's requests.
+    #[prost(string, optional, tag = "2")]
+    pub resource_name: Option<String>,
+    /// The request of the special claim that serves it.
+    #[prost(string, optional, tag = "3")]
+    pub request_name: Option<String>,
+}
+
+/// `core.v1.PodExtendedResourceClaimStatus` (KEP-5004).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct PodExtendedResourceClaimStatus {
+    /// `requestMappings`.
+    #[prost(message, repeated, tag = "1")]
+    pub request_mappings: Vec<ContainerExtendedResourceRequest>,
+    /// `resourceClaimName`.
+    #[prost(string, optional, tag = "2")]
+    pub resource_claim_name: Option<String>,
+}
+
 /// `core.v1.PodStatus` (subset).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct PodStatus {
     /// `status.resourceClaimStatuses`.
     #[prost(message, repeated, tag = "15")]
     pub resource_claim_statuses: Vec<PodResourceClaimStatus>,
+    /// `status.extendedResourceClaimStatus` (a pointer: written when set).
+    #[prost(message, optional, tag = "18")]
+    pub extended_resource_claim_status: Option<PodExtendedResourceClaimStatus>,
 }
 
 /// `core.v1.Pod`.
@@ -364,6 +398,7 @@ fn containers_to_proto(containers: &[model::Container]) -> Vec<Container> {
                 limits: quantities_to_proto(&c.resources.limits),
                 requests: quantities_to_proto(&c.resources.requests),
             }),
+            restart_policy: c.restart_policy.clone(),
         })
         .collect()
 }
@@ -380,7 +415,7 @@ fn containers_from_proto(containers: Vec<Container>) -> Vec<model::Container> {
                     limits: quantities_from_proto(r.limits),
                     requests: quantities_from_proto(r.requests),
                 },
-                restart_policy: None,
+                restart_policy: c.restart_policy,
             }
         })
         .collect()
@@ -417,6 +452,20 @@ pub fn pod_to_proto(pod: &model::Pod) -> Result<Pod, ConvertError> {
                     resource_claim_name: s.resource_claim_name.clone(),
                 })
                 .collect(),
+            extended_resource_claim_status: pod.status.extended_resource_claim_status.as_ref().map(|s| {
+                PodExtendedResourceClaimStatus {
+                    request_mappings: s
+                        .request_mappings
+                        .iter()
+                        .map(|m| ContainerExtendedResourceRequest {
+                            container_name: Some(m.container_name.clone()),
+                            resource_name: Some(m.resource_name.clone()),
+                            request_name: Some(m.request_name.clone()),
+                        })
+                        .collect(),
+                    resource_claim_name: Some(s.resource_claim_name.clone()),
+                }
+            }),
         }),
     })
 }
@@ -516,7 +565,20 @@ pub fn pod_from_proto(pod: Pod) -> model::Pod {
                     resource_claim_name: s.resource_claim_name,
                 })
                 .collect(),
-            ..Default::default()
+            extended_resource_claim_status: status.extended_resource_claim_status.map(|s| {
+                model::PodExtendedResourceClaimStatus {
+                    request_mappings: s
+                        .request_mappings
+                        .into_iter()
+                        .map(|m| model::ContainerExtendedResourceRequest {
+                            container_name: m.container_name.unwrap_or_default(),
+                            resource_name: m.resource_name.unwrap_or_default(),
+                            request_name: m.request_name.unwrap_or_default(),
+                        })
+                        .collect(),
+                    resource_claim_name: s.resource_claim_name.unwrap_or_default(),
+                }
+            }),
         },
     }
 }
@@ -696,6 +758,7 @@ mod tests {
         );
         let status = PodStatus {
             resource_claim_statuses: vec![PodResourceClaimStatus::default()],
+            extended_resource_claim_status: None,
         };
         assert_eq!(
             status.encode_to_vec()[0],
@@ -728,6 +791,7 @@ mod tests {
                     },
                 )]),
             }),
+            restart_policy: None,
         };
         assert_eq!(
             container.encode_to_vec(),
@@ -774,6 +838,73 @@ mod tests {
             vec![(8 << 3) | 2, 5, (1 << 3) | 2, 1, b'n', 2 << 3, 5],
             "NodeStatus.images = 8, ContainerImage.names = 1, sizeBytes = 2"
         );
+    }
+
+    #[test]
+    fn extended_resource_claim_status_and_restart_policy_field_numbers() {
+        // PodStatus.extendedResourceClaimStatus = 18 (k8s.io/api core/v1 generated.proto).
+        let status = PodStatus {
+            resource_claim_statuses: Vec::new(),
+            extended_resource_claim_status: Some(PodExtendedResourceClaimStatus {
+                request_mappings: vec![ContainerExtendedResourceRequest {
+                    container_name: Some("c".into()),
+                    resource_name: Some("r".into()),
+                    request_name: Some("q".into()),
+                }],
+                resource_claim_name: Some("n".into()),
+            }),
+        };
+        assert_eq!(
+            status.encode_to_vec(),
+            // 18 = { requestMappings = 1 { containerName = 1, resourceName = 2, requestName = 3 },
+            //        resourceClaimName = 2 }
+            vec![
+                0x92,
+                0x01,
+                14,
+                (1 << 3) | 2,
+                9,
+                10,
+                1,
+                b'c',
+                18,
+                1,
+                b'r',
+                26,
+                1,
+                b'q',
+                18,
+                1,
+                b'n'
+            ],
+            "PodStatus.extendedResourceClaimStatus = 18, PodExtendedResourceClaimStatus.requestMappings = 1, \
+             resourceClaimName = 2, ContainerExtendedResourceRequest fields 1..3"
+        );
+        let container = Container {
+            restart_policy: Some("Always".into()),
+            ..Default::default()
+        };
+        // Tag 24 needs a two-byte varint: 24 << 3 | 2 = 194 = 0xc2 0x01.
+        assert_eq!(
+            &container.encode_to_vec()[..3],
+            &[0xc2, 0x01, 6],
+            "Container.restartPolicy = 24"
+        );
+    }
+
+    #[test]
+    fn extended_status_and_sidecars_round_trip() {
+        let json = r#"{"metadata":{"name":"p","namespace":"ns","uid":"u1"},
+            "spec":{"initContainers":[{"name":"side","image":"i","restartPolicy":"Always",
+                      "resources":{"requests":{"example.com/gpu":"1"}}}],
+                    "containers":[{"name":"main","image":"i","resources":{"requests":{"example.com/gpu":"2"}}}]},
+            "status":{"extendedResourceClaimStatus":{"resourceClaimName":"p-extended-resources-abcde",
+              "requestMappings":[{"containerName":"main","resourceName":"example.com/gpu",
+                                  "requestName":"container-1-request-0"}]}}}"#;
+        let pod: model::Pod = serde_json::from_str(json).unwrap();
+        assert!(pod.status.extended_resource_claim_status.is_some());
+        let bytes = pod_to_proto(&pod).unwrap().encode_to_vec();
+        assert_eq!(pod_from_proto(Pod::decode(bytes.as_slice()).unwrap()), pod);
     }
 
     #[test]
