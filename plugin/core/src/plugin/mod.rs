@@ -102,6 +102,8 @@ struct CycleClaim {
 struct NodeResult {
     status: Status,
     allocation: Vec<ClaimResult>,
+    /// The node's raw affinity rank ([`Plugin::affinity_rank`]), computed at Filter.
+    rank: u32,
 }
 
 struct Cycle {
@@ -112,6 +114,8 @@ struct Cycle {
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
     nodes: HashMap<String, NodeResult>,
+    /// The feasible nodes PreScore named (Score normalises over them); `None` before PreScore.
+    scoring: Option<Vec<String>>,
 }
 
 /// A pod's in-flight reservation: made by Reserve, ended by Bind or Unreserve. Kept per pod,
