@@ -710,6 +710,39 @@ fn reserve_rechecks_consumable_capacity() {
     assert_eq!(p.reserved_node("default/a"), None, "nothing reserved");
 }
 
+/// Reserve re-checks counters too: when another claim consumed the shared counter after Filter,
+/// Reserve fails naming the device and the counter set.
+#[test]
+fn reserve_rechecks_counters() {
+    let sets = json!([{"name": "gpu0", "counters": {"memory": {"value": "8Gi"}}}]);
+    let parts = [
+        device("part0").counters("gpu0", json!({"memory": {"value": "5Gi"}})),
+        device("part1").counters("gpu0", json!({"memory": {"value": "5Gi"}})),
+    ];
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            slice("slice-1", "pool-1", 1, 2, &parts),
+            counter_slice("slice-2", "pool-1", 2, sets),
+        ],
+    );
+    add_pod(&mut p, "a", claim("ca", &[req("gpu", "class-a")]));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success(), "part0 fits: 5Gi of 8Gi");
+    let other = claim("other", &[req("gpu", "class-a")]).allocated(json!([dedicated("gpu", "part1")]));
+    add(&mut p, &[other.json()]);
+    let err = p.reserve(NODE).unwrap_err();
+    assert_eq!(err.code, Code::Unschedulable);
+    assert!(
+        err.reason.contains("part0: counters of counter set gpu0 are no longer available"),
+        "{}",
+        err.reason
+    );
+    assert_eq!(p.reserved_node("default/a"), None, "nothing reserved");
+}
+
 /// Only extractors that apply to a device the request could select are evaluated: an
 /// extractor of another driver's pool that finds two different values in the claim's config
 /// does not make the pod unresolvable.
