@@ -203,16 +203,21 @@ fn check_qualified_name(name: &str) -> Result<(), String> {
         let label_ok = |l: &str| {
             !l.is_empty()
                 && l.len() <= 63
-                && l.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && l.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
                 && !l.starts_with('-')
                 && !l.ends_with('-')
         };
         if d.is_empty() || d.len() > 63 || !d.split('.').all(label_ok) {
-            return Err(format!("{name:?}: the domain must be a DNS subdomain of at most 63 characters"));
+            return Err(format!(
+                "{name:?}: the domain must be a DNS subdomain of at most 63 characters"
+            ));
         }
     }
     if !is_c_identifier(id) {
-        return Err(format!("{name:?}: the name must be a C identifier of at most 32 characters"));
+        return Err(format!(
+            "{name:?}: the name must be a C identifier of at most 32 characters"
+        ));
     }
     Ok(())
 }
@@ -591,7 +596,7 @@ pub fn extract(
                 continue;
             };
             match structured_string(attr) {
-                Ok(v) if v.is_empty() => {}
+                Ok("") => {}
                 Ok(v) => put(&sk.name, v.to_string(), &mut values)?,
                 Err(kind) => {
                     failure.get_or_insert(format!(

@@ -631,7 +631,13 @@ impl<'a> Auditor<'a> {
             .map(|sa| {
                 sa.attribute_keys
                     .iter()
-                    .map(|k| if k.contains('/') { k.clone() } else { format!("{driver}/{k}") })
+                    .map(|k| {
+                        if k.contains('/') {
+                            k.clone()
+                        } else {
+                            format!("{driver}/{k}")
+                        }
+                    })
                     .collect()
             })
             .unwrap_or_default();
@@ -799,7 +805,11 @@ fn extract_structured(
                 continue;
             }
             for (name, attr) in &st.attributes {
-                let qualified = if name.contains('/') { name.clone() } else { format!("{}/{name}", st.driver) };
+                let qualified = if name.contains('/') {
+                    name.clone()
+                } else {
+                    format!("{}/{name}", st.driver)
+                };
                 if qualified != *key {
                     continue;
                 }
@@ -824,7 +834,11 @@ fn extract_structured(
             Some(v) => {
                 values.insert(key.clone(), v.to_string());
             }
-            None => return Err(format!("the claim gives no structured value for affinity key {key}")),
+            None => {
+                return Err(format!(
+                    "the claim gives no structured value for affinity key {key}"
+                ));
+            }
         }
     }
     Ok(values)

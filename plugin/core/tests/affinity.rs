@@ -736,7 +736,8 @@ fn reserve_rechecks_counters() {
     let err = p.reserve(NODE).unwrap_err();
     assert_eq!(err.code, Code::Unschedulable);
     assert!(
-        err.reason.contains("part0: counters of counter set gpu0 are no longer available"),
+        err.reason
+            .contains("part0: counters of counter set gpu0 are no longer available"),
         "{}",
         err.reason
     );
@@ -938,10 +939,25 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
         node("n2"),
         node("n3"),
         class_a(),
-        node_slice("n1", DRIVER, "p1", &[nic("eth1", "4").attr("type", "string", json!("nic"))]),
-        node_slice("n2", DRIVER, "p2", &[nic("eth1", "4").attr("type", "string", json!("nic"))]),
+        node_slice(
+            "n1",
+            DRIVER,
+            "p1",
+            &[nic("eth1", "4").attr("type", "string", json!("nic"))],
+        ),
+        node_slice(
+            "n2",
+            DRIVER,
+            "p2",
+            &[nic("eth1", "4").attr("type", "string", json!("nic"))],
+        ),
         // Shared, in an affinity pool, but no extractor applies: unknown affinity.
-        node_slice("n3", DRIVER, "p3", &[nic("eth1", "4").attr("type", "string", json!("other"))]),
+        node_slice(
+            "n3",
+            DRIVER,
+            "p3",
+            &[nic("eth1", "4").attr("type", "string", json!("other"))],
+        ),
         holder_on("old", "n1", "p1", "eth1", "x"),
     ];
     let mut p = plugin(&config_extractor(true), &objects);
@@ -953,7 +969,11 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
         .collect();
     assert_eq!(ranks, [100, 50, 0], "join > clean > unknown affinity");
     let scores: Vec<u32> = ["n1", "n2", "n3"].iter().map(|n| p.score(n).unwrap()).collect();
-    assert_eq!(scores, [100, 50, 0], "without PreScore: over the nodes that passed Filter");
+    assert_eq!(
+        scores,
+        [100, 50, 0],
+        "without PreScore: over the nodes that passed Filter"
+    );
 
     assert!(p.prescore(&["n2".into(), "n3".into()]).is_success());
     assert_eq!(p.score("n2").unwrap(), 100, "max of the PreScore nodes");
@@ -969,7 +989,8 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
     assert!(st.reason.contains("n9, which did not pass filter"), "{st}");
 
     let mut p = plugin(
-        &json!({"consolidate": false, "sharingAffinity": [{"driver": DRIVER, "cel": {"subnet": SUBNET}}]}).to_string(),
+        &json!({"consolidate": false, "sharingAffinity": [{"driver": DRIVER, "cel": {"subnet": SUBNET}}]})
+            .to_string(),
         &objects,
     );
     add_pod(&mut p, "a", nic_claim("ca", "x"));
@@ -985,11 +1006,16 @@ fn second_claim_of_a_pod_joins_the_first_claims_tentative_lock() {
         "",
         &cluster(subnet_extractor(), &[nic("eth1", "1"), nic("eth2", "4")]),
     );
-    let c1 = claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "2"}))]).config(&[], nic_config("x"));
+    let c1 =
+        claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "2"}))]).config(&[], nic_config("x"));
     let c2 = nic_claim("c2", "x");
     add(
         &mut p,
-        &[c1.json(), c2.json(), pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z")],
+        &[
+            c1.json(),
+            c2.json(),
+            pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z"),
+        ],
     );
     assert!(p.prefilter("default/p").is_success());
     assert!(p.filter(NODE).is_success());
@@ -1012,10 +1038,15 @@ fn second_claim_of_a_pod_joins_the_first_claims_tentative_lock() {
         "",
         &cluster(subnet_extractor(), &[nic("eth1", "1"), nic("eth2", "4")]),
     );
-    let c1 = claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "2"}))]).config(&[], nic_config("x"));
+    let c1 =
+        claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "2"}))]).config(&[], nic_config("x"));
     add(
         &mut p,
-        &[c1.json(), nic_claim("c2", "y").json(), pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z")],
+        &[
+            c1.json(),
+            nic_claim("c2", "y").json(),
+            pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z"),
+        ],
     );
     let got = run(&mut p, "p").unwrap();
     assert_eq!((got[0][0].1.as_str(), got[1][0].1.as_str()), ("eth2", "eth1"));
@@ -1032,11 +1063,16 @@ fn tentative_join_keeps_one_order_for_a_request_with_several_devices() {
             &[nic("eth1", "1"), nic("eth2", "1"), nic("eth3", "4")],
         ),
     );
-    let c1 = claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "3"}))]).config(&[], nic_config("x"));
+    let c1 =
+        claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "3"}))]).config(&[], nic_config("x"));
     let c2 = claim("c2", &[req("nic", "class-a").count(2)]).config(&[], nic_config("x"));
     add(
         &mut p,
-        &[c1.json(), c2.json(), pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z")],
+        &[
+            c1.json(),
+            c2.json(),
+            pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z"),
+        ],
     );
     let got = run(&mut p, "p").unwrap();
     assert_eq!(got[0][0].1, "eth3");

@@ -14,11 +14,10 @@ const SUBNET_KEY: &str = "driver-a/subnet";
 
 /// A NIC with 4 slots that declares `keys` as its sharing-affinity attribute keys.
 fn nic(name: &str, keys: &[&str]) -> Dev {
-    let mut d = device(name).ama().cap_policy(
-        "slots",
-        "4",
-        json!({"default": "1", "validRange": {"min": "1"}}),
-    );
+    let mut d =
+        device(name)
+            .ama()
+            .cap_policy("slots", "4", json!({"default": "1", "validRange": {"min": "1"}}));
     d.0["sharingAffinity"] = json!({ "attributeKeys": keys });
     d
 }
@@ -66,9 +65,7 @@ fn unknown_fields_in_the_declarations_are_errors_naming_the_field() {
     let mut p = Plugin::new("").unwrap();
     let mut dev = nic("eth1", &["subnet"]);
     dev.0["sharingAffinity"]["attributeKey"] = json!(["x"]);
-    let err = p
-        .apply(EventKind::Add, &slice1(&[dev]).to_string())
-        .unwrap_err();
+    let err = p.apply(EventKind::Add, &slice1(&[dev]).to_string()).unwrap_err();
     assert!(err.to_string().contains("attributeKey"), "{err}");
     let mut c = subnet_claim("c", "x").json();
     c["spec"]["devices"]["config"][0]["structured"]["attrs"] = json!({});
@@ -78,7 +75,10 @@ fn unknown_fields_in_the_declarations_are_errors_naming_the_field() {
 
 #[test]
 fn structured_values_lock_share_and_conflict_like_cel_extractors() {
-    let mut p = plugin("", &cluster(&[nic("eth1", &["subnet"]), nic("eth2", &["subnet"])]));
+    let mut p = plugin(
+        "",
+        &cluster(&[nic("eth1", &["subnet"]), nic("eth2", &["subnet"])]),
+    );
     add_pod(&mut p, "a", subnet_claim("ca", "x"));
     assert_eq!(schedule(&mut p, "a")[0][0].1, "eth1");
     assert_eq!(lock(&mut p, "eth1"), locked("x"));
@@ -110,7 +110,11 @@ fn strict_gating_missing_wrong_type_and_other_driver() {
         "b",
         claim_with(
             "cb",
-            &[structured(&[], "other.example.com", json!({"driver-a/subnet": {"string": "x"}}))],
+            &[structured(
+                &[],
+                "other.example.com",
+                json!({"driver-a/subnet": {"string": "x"}}),
+            )],
         ),
     );
     assert_status(
@@ -135,15 +139,25 @@ fn strict_gating_missing_wrong_type_and_other_driver() {
         "d",
         claim_with(
             "cd",
-            &[structured(&[], DRIVER, json!({"driver-a/subnet": {"string": "x"}}))],
+            &[structured(
+                &[],
+                DRIVER,
+                json!({"driver-a/subnet": {"string": "x"}}),
+            )],
         ),
     );
-    assert!(run(&mut p, "d").is_ok(), "a qualified name in the driver's domain matches");
+    assert!(
+        run(&mut p, "d").is_ok(),
+        "a qualified name in the driver's domain matches"
+    );
 }
 
 #[test]
 fn conflicting_structured_values_are_unresolvable_and_scoping_follows_requests() {
-    let mut p = plugin("", &cluster(&[nic("eth1", &["subnet"]), nic("eth2", &["subnet"])]));
+    let mut p = plugin(
+        "",
+        &cluster(&[nic("eth1", &["subnet"]), nic("eth2", &["subnet"])]),
+    );
     add_pod(
         &mut p,
         "a",
@@ -186,9 +200,17 @@ fn a_device_declaring_affinity_both_ways_is_not_viable() {
     ];
     let mut p = plugin(
         "",
-        &[node(NODE), class_a(), meta, slice("pool-1-devices", "pool-1", 1, 2, &devs)],
+        &[
+            node(NODE),
+            class_a(),
+            meta,
+            slice("pool-1-devices", "pool-1", 1, 2, &devs),
+        ],
     );
-    let mut c = claim("ca", &[req("nic", "class-a").selector("device.attributes[\"driver-a\"].cel == true")]);
+    let mut c = claim(
+        "ca",
+        &[req("nic", "class-a").selector("device.attributes[\"driver-a\"].cel == true")],
+    );
     c.0["spec"]["devices"]["config"] = json!([
         structured(&[], DRIVER, json!({"subnet": {"string": "x"}})),
         {"opaque": {"driver": DRIVER, "parameters": {"kind": "NICConfig", "subnet": "x"}}},
@@ -237,9 +259,11 @@ fn locks_are_rebuilt_from_structured_configs_of_allocated_claims() {
             Some(s) => subnet_claim(name, s),
             None => claim_with(name, &[]),
         };
-        c.allocated(json!([{"request":"nic","driver":DRIVER,"pool":"pool-1","device":"eth1",
-                            "shareID":share,"consumedCapacity":{"slots":"1"}}]))
-            .json()
+        c.allocated(
+            json!([{"request":"nic","driver":DRIVER,"pool":"pool-1","device":"eth1",
+                            "shareID":share,"consumedCapacity":{"slots":"1"}}]),
+        )
+        .json()
     };
     let mut objects = cluster(&[nic("eth1", &["subnet"]), nic("eth2", &["subnet"])]);
     objects.push(held("old-1", "11111111-0000-0000-0000-000000000001", Some("x")));

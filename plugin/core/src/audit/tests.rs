@@ -577,22 +577,32 @@ fn lock_invariant_and_gating_with_structured_declarations() {
     };
     let same = check(
         false,
-        vec![holder("a", Some(json!({"string":"A"})), "s1"), holder("b", Some(json!({"string":"A"})), "s2")],
+        vec![
+            holder("a", Some(json!({"string":"A"})), "s1"),
+            holder("b", Some(json!({"string":"A"})), "s2"),
+        ],
     );
     assert!(same.is_empty(), "{same:#?}");
     let v = only(
         check(
             false,
-            vec![holder("a", Some(json!({"string":"A"})), "s1"), holder("b", Some(json!({"string":"B"})), "s2")],
+            vec![
+                holder("a", Some(json!({"string":"A"})), "s1"),
+                holder("b", Some(json!({"string":"B"})), "s2"),
+            ],
         ),
         Rule::Lock,
     );
     assert!(
-        v.message.contains("nic.example.com/subnet=A (ns/a) vs nic.example.com/subnet=B (ns/b)"),
+        v.message
+            .contains("nic.example.com/subnet=A (ns/a) vs nic.example.com/subnet=B (ns/b)"),
         "{}",
         v.message
     );
-    let v = only(check(false, vec![holder("a", Some(json!({"int":5})), "s1")]), Rule::Gating);
+    let v = only(
+        check(false, vec![holder("a", Some(json!({"int":5})), "s1")]),
+        Rule::Gating,
+    );
     assert!(v.message.contains("not a string"), "{}", v.message);
     let v = only(check(false, vec![holder("a", None, "s1")]), Rule::Gating);
     assert!(v.message.contains("no structured value"), "{}", v.message);

@@ -729,8 +729,9 @@ fn rank_of(index: &Index, extractors: &Extractors, allocation: &[ClaimResult]) -
             slot.1 += 1;
         }
         for (sum, n) in per_request.into_values() {
-            if n > 0 {
-                total = total.saturating_add(sum * 50 / n);
+            // A request with only neutral devices (n = 0) adds nothing.
+            if let Some(rank) = (sum * 50).checked_div(n) {
+                total = total.saturating_add(rank);
             }
         }
     }

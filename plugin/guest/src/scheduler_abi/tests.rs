@@ -328,7 +328,9 @@ fn prescore_passes_the_filtered_node_list_and_rejects_bad_json() {
     let reply = s.prescore();
     assert_eq!(reply.code, 1);
     assert!(
-        reply.reason.contains("filteredNodeList: not a JSON array of node names"),
+        reply
+            .reason
+            .contains("filteredNodeList: not a JSON array of node names"),
         "{}",
         reply.reason
     );
