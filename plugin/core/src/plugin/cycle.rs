@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
-use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation};
+use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation, Scoring};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
@@ -198,6 +198,9 @@ impl Plugin {
         let status = result.status.clone();
         if let Some(c) = &mut self.cycle {
             c.nodes.insert(node.to_string(), result);
+            if c.scoring.as_ref().is_some_and(|s| s.nodes.is_none()) {
+                c.scoring = None;
+            }
         }
         status
     }
@@ -308,9 +311,10 @@ impl Plugin {
         let Some(cycle) = self.cycle.as_mut() else {
             return Status::error("prescore called before prefilter");
         };
+        let mut ranks = Vec::with_capacity(nodes.len());
         for n in nodes {
             match cycle.nodes.get(n) {
-                Some(r) if r.status.is_success() => {}
+                Some(r) if r.status.is_success() => ranks.push(r.rank),
                 _ => {
                     return Status::error(format!(
                         "prescore names node {n}, which did not pass filter in this cycle"
@@ -318,7 +322,11 @@ impl Plugin {
                 }
             }
         }
-        cycle.scoring = Some(nodes.to_vec());
+        cycle.scoring = Some(Scoring {
+            nodes: Some(nodes.iter().cloned().collect()),
+            min: ranks.iter().copied().min().unwrap_or(0),
+            max: ranks.iter().copied().max().unwrap_or(0),
+        });
         Status::success()
     }
 
@@ -369,27 +377,25 @@ impl Plugin {
         if !self.config.consolidate {
             return Ok(0);
         }
-        let cycle = self.cycle("score")?;
-        let ranks: Vec<u32> = match &cycle.scoring {
-            Some(nodes) => {
-                if !nodes.iter().any(|n| n == node) {
-                    return Err(Status::error(format!(
-                        "score for node {node}, which prescore did not name"
-                    )));
-                }
-                nodes
-                    .iter()
-                    .filter_map(|n| cycle.nodes.get(n).map(|r| r.rank))
-                    .collect()
+        let cycle = self
+            .cycle
+            .as_mut()
+            .ok_or_else(|| Status::error("score called before prefilter"))?;
+        // The range is computed once per cycle (PreScore, or the first Score), not per node.
+        let scoring = cycle.scoring.get_or_insert_with(|| {
+            let passed = cycle.nodes.values().filter(|r| r.status.is_success());
+            Scoring {
+                nodes: None,
+                min: passed.clone().map(|r| r.rank).min().unwrap_or(0),
+                max: passed.map(|r| r.rank).max().unwrap_or(0),
             }
-            None => cycle
-                .nodes
-                .values()
-                .filter(|r| r.status.is_success())
-                .map(|r| r.rank)
-                .collect(),
-        };
-        Ok(normalize(rank, &ranks))
+        });
+        if scoring.nodes.as_ref().is_some_and(|n| !n.contains(node)) {
+            return Err(Status::error(format!(
+                "score for node {node}, which prescore did not name"
+            )));
+        }
+        Ok(normalize(rank, scoring.min, scoring.max))
     }
 
     /// Reserve: commits the allocation Filter computed for `node` as in-flight.
@@ -694,14 +700,12 @@ fn object_key_name(key: &str) -> &str {
     key.rsplit_once('/').map_or(key, |(_, n)| n)
 }
 
-/// `(rank - min) · 100 / (max - min)` over `ranks` (which hold `rank`); 0 when all are equal.
-fn normalize(rank: u32, ranks: &[u32]) -> u32 {
-    let min = ranks.iter().copied().min().unwrap_or(rank).min(rank);
-    let max = ranks.iter().copied().max().unwrap_or(rank).max(rank);
-    if max == min {
+/// `(rank - min) · 100 / (max - min)`, clamped to 0..=100; 0 when `max == min`.
+fn normalize(rank: u32, min: u32, max: u32) -> u32 {
+    if max <= min {
         return 0;
     }
-    let scaled = u64::from(rank - min) * 100 / u64::from(max - min);
+    let scaled = u64::from(rank.clamp(min, max) - min) * 100 / u64::from(max - min);
     u32::try_from(scaled).unwrap_or(100)
 }
 

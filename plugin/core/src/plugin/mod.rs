@@ -114,8 +114,18 @@ struct Cycle {
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
     nodes: HashMap<String, NodeResult>,
-    /// The feasible nodes PreScore named (Score normalises over them); `None` before PreScore.
-    scoring: Option<Vec<String>>,
+    /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
+    /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
+    scoring: Option<Scoring>,
+}
+
+/// See [`Cycle::scoring`].
+struct Scoring {
+    /// The nodes PreScore named; `None`: every node that passed Filter.
+    nodes: Option<HashSet<String>>,
+    /// Lowest and highest rank among them.
+    min: u32,
+    max: u32,
 }
 
 /// A pod's in-flight reservation: made by Reserve, ended by Bind or Unreserve. Kept per pod,
