@@ -147,6 +147,14 @@ class Checker:
         if not DNS_LABEL.match(name):
             self.err("%s: device %r is not a DNS label" % (label, name))
         attrs, caps = dv.get("attributes", {}), dv.get("capacity", {})
+        if "sharingAffinity" in dv:
+            # The seed's structured-configuration design (not in the v1 API; see README.md).
+            keys = dv["sharingAffinity"].get("attributeKeys", [])
+            if set(dv["sharingAffinity"]) != {"attributeKeys"} or not 1 <= len(keys) <= 8 \
+                    or len(set(keys)) != len(keys) or not all(qualified(k) for k in keys):
+                self.err("%s: device %s: sharingAffinity.attributeKeys: 1..8 distinct qualified names" % (label, name))
+            if not dv.get("allowMultipleAllocations"):
+                self.err("%s: device %s: sharingAffinity without allowMultipleAllocations" % (label, name))
         if len(attrs) + len(caps) > 32:
             self.err("%s: device %s has more than 32 attributes and capacities" % (label, name))
         for k, a in attrs.items():
@@ -210,8 +218,19 @@ class Checker:
             for rq in c.get("requests", []):
                 if rq.split("/")[0] not in names:
                     self.err("%s: config names unknown request %s" % (label, rq))
-            if len(json.dumps(c["opaque"]["parameters"])) > 10240:
-                self.err(label + ": opaque parameters above 10 KiB")
+            if ("opaque" in c) == ("structured" in c):
+                self.err(label + ": a config entry sets exactly one of opaque and structured")
+            elif "opaque" in c:
+                if len(json.dumps(c["opaque"]["parameters"])) > 10240:
+                    self.err(label + ": opaque parameters above 10 KiB")
+            else:
+                # The seed's structured-configuration design (not in the v1 API; see README.md).
+                st = c["structured"]
+                if set(st) - {"driver", "attributes"} or not DNS_SUB.match(st.get("driver", "")):
+                    self.err(label + ": structured needs a driver and only attributes")
+                for k, a in st.get("attributes", {}).items():
+                    if not qualified(k) or len(a) != 1:
+                        self.err("%s: structured attribute %r: qualified name, exactly one member" % (label, k))
 
     def check_pods(self, pods, claims, templates, nodes):
         pending_times = {}

@@ -419,6 +419,50 @@ def conflicting():
     write(c, name)
 
 
+# ------------------------------------------------------------------------------------------------
+# The seed's structured-configuration design beside the KEP's CEL extractors: one story, two ways
+# ------------------------------------------------------------------------------------------------
+def structured_config(subnet):
+    """A `DeviceClaimConfiguration` with the seed's `structured` member (not in the v1 API)."""
+    return {"structured": {"driver": NET, "attributes": {"subnet": s(subnet)}}}
+
+
+def structured_vs_cel():
+    name = "structured-config-and-cel-extractors-same-decisions"
+    c = Cluster(name)
+    ways = (("cel", "cel-node", ("c4lmx", "c9pvd")), ("st", "structured-node", ("s2kqb", "s7hnf")))
+    for way, node, _ in ways:
+        c.device_class("nic-%s.networking.example.com" % way, [
+            'device.driver == "networking.example.com" && device.allowMultipleAllocations == true && '
+            'device.attributes["networking.example.com"].affinityAPI == "%s"' % way])
+    for way, node, suffixes in ways:
+        devs = []
+        for n, dev in enumerate(("eth1", "eth2", "eth3")):
+            d = nic(dev, 4, n)
+            d["attributes"][NET + "/affinityAPI"] = s(way)
+            if way == "st":
+                d["sharingAffinity"] = {"attributeKeys": ["subnet"]}
+            devs.append(d)
+        nic_node(c, node, devs, [extractor({"subnet": SUBNET_EXPR})] if way == "cel" else None, suffixes)
+        for sub in ("w", "x", "y", "z", "none", "int"):
+            cfg = []
+            if sub != "none":
+                cfg.append(nic_config(7 if sub == "int" else "subnet-" + sub))
+            if way == "st" and sub != "none":
+                cfg.append({"structured": {"driver": NET, "attributes": {
+                    "subnet": i(7) if sub == "int" else s("subnet-" + sub)}}})
+            req = exact("nic", "nic-%s.networking.example.com" % way, {SLOTS: "1"})
+            c.template("tenant", "%s-net-%s" % (way, sub), [req], cfg)
+        bound_nic(c, "tenant", "%s-y-0" % way, node, "eth2", "%s-net-y" % way, -900)
+    order = ("x-0", "y-1", "x-1", "z-0", "w-0", "none-0", "int-0")
+    for n, pod in enumerate(order):
+        for k, (way, _, _) in enumerate(ways):
+            sub = pod.split("-")[0]
+            c.pod("tenant", "%s-%s" % (way, pod), [("nic", "template", "%s-net-%s" % (way, sub))],
+                  created=2 * n + k, app="%s-%s" % (way, sub))
+    write(c, name)
+
+
 def main():
     nic_16_slots("nic-subnet-16-slots-17th-opens-eth2", True)
     nic_16_slots("config-extractors-nic-subnet-16-slots", False)
@@ -435,6 +479,7 @@ def main():
     unreconstructable()
     conflicting()
     racy_placeholder()
+    structured_vs_cel()
     gen_recorded.main()
 
 

@@ -343,6 +343,14 @@ impl Engine for ComponentEngine {
         status
     }
 
+    fn prescore(&mut self, nodes: &[String]) -> CoreStatus {
+        let fuel = self.limits.fuel_per_call;
+        let nodes = nodes.to_vec();
+        self.call("prescore", fuel, |p, s| p.call_prescore(s, &nodes))
+            .map(core_status)
+            .unwrap_or_else(|trap| trap)
+    }
+
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
         let fuel = self.limits.fuel_per_call;
         self.call("score", fuel, |p, s| p.call_score(s, node))?

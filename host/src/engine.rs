@@ -17,6 +17,13 @@ pub trait Engine {
     fn prefilter(&mut self, pod: &str) -> Status;
     /// Filter for one node.
     fn filter(&mut self, node: &str) -> Status;
+    /// PreScore with the feasible nodes (those that passed Filter), before Score. Engines whose
+    /// plugin learns the feasible nodes itself (KSWE: the engine runs PreScore as a batch at the
+    /// first Score) keep the default.
+    fn prescore(&mut self, nodes: &[String]) -> Status {
+        let _ = nodes;
+        Status::success()
+    }
     /// Score (0..=100) for a feasible node.
     fn score(&mut self, node: &str) -> Result<u32, Status>;
     /// Reserve on the chosen node; returns the allocation per claim.

@@ -57,6 +57,10 @@ impl Engine for NativeEngine {
         self.plugin.filter(node)
     }
 
+    fn prescore(&mut self, nodes: &[String]) -> Status {
+        self.plugin.prescore(nodes)
+    }
+
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         self.plugin.score(node)
     }

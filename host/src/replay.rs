@@ -391,6 +391,19 @@ fn scheduling_cycle(
     }
     // Score the feasible nodes; the best is the highest score, ties going to the smaller name
     // (nodes are visited in name order, so only a strictly higher score replaces the best).
+    let feasible: Vec<String> = outcome
+        .nodes
+        .iter()
+        .filter(|n| n.status.is_success())
+        .map(|n| n.node.clone())
+        .collect();
+    if !feasible.is_empty() {
+        let status = engine.prescore(&feasible);
+        if !status.is_success() {
+            outcome.error = Some(format!("prescore: {status}"));
+            return (outcome, None);
+        }
+    }
     let mut best: Option<(u32, String)> = None;
     for entry in outcome.nodes.iter_mut().filter(|n| n.status.is_success()) {
         match engine.score(&entry.node) {

@@ -227,8 +227,12 @@ fn guest_exports_the_documented_hooks_only() {
     );
     use sharing_affinity_host::kswe::load::bits;
     assert!(mask.has(bits::PRE_FILTER) && mask.has(bits::PRE_BIND) && mask.has(bits::POST_BIND));
-    assert!(!mask.has(bits::SCORE_EXTENSIONS), "no normalizescore");
-    assert!(!mask.has(bits::POST_FILTER) && !mask.has(bits::ENQUEUE) && !mask.has(bits::PRE_SCORE));
+    assert!(
+        !mask.has(bits::SCORE_EXTENSIONS),
+        "no normalizescore: Score normalises over PreScore's nodes"
+    );
+    assert!(mask.has(bits::PRE_SCORE), "prescore gives the feasible nodes");
+    assert!(!mask.has(bits::POST_FILTER) && !mask.has(bits::ENQUEUE));
     let module = wasmtime::Module::new(&wasmtime::Engine::default(), guest_wasm()).unwrap();
     let mut imports: Vec<String> = module
         .imports()
@@ -242,6 +246,7 @@ fn guest_exports_the_documented_hooks_only() {
             "k8s.io/klog.severity",
             "k8s.io/scheduler.currentNodeName",
             "k8s.io/scheduler.currentPod",
+            "k8s.io/scheduler.filteredNodeList",
             "k8s.io/scheduler.get_config",
             "k8s.io/scheduler.result.status_reason",
             "sharing-affinity.dra/v1.allocation",
@@ -261,6 +266,7 @@ fn guest_exports_the_documented_hooks_only() {
         "_start",
         "prefilter",
         "filter",
+        "prescore",
         "score",
         "reserve",
         "unreserve",

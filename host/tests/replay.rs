@@ -58,6 +58,10 @@ fn main() {
         cli_kswe,
     ));
     trials.push(Trial::test(
+        "native/structured-and-cel-declarations-decide-alike",
+        structured_and_cel_decide_alike,
+    ));
+    trials.push(Trial::test(
         "component/exhausted-fuel-is-an-error-status-and-state-survives",
         exhausted_fuel,
     ));
@@ -396,5 +400,46 @@ fn memory_limit_trap() -> Result<(), Failed> {
         "prefilter on an empty replacement explains itself"
     );
     assert_eq!(engine.replacements(), 1, "no further trap");
+    Ok(())
+}
+
+/// `testdata/structured-config-and-cel-extractors-same-decisions` runs one story with CEL
+/// extractors (`tenant/cel-*` on `cel-node`) and with the seed's structured declarations
+/// (`tenant/st-*` on `structured-node`): each pair of pods gets the same decision (bound to its
+/// way's node on the same devices, or not bound with the same code on every node).
+fn structured_and_cel_decide_alike() -> Result<(), Failed> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../testdata/structured-config-and-cel-extractors-same-decisions");
+    let r = native(&dir)?;
+    let outcome = |pod: &PodOutcome| {
+        let devices: Vec<String> = pod
+            .allocations
+            .iter()
+            .flat_map(|a| a.allocation.devices.results.iter().map(|d| d.device.clone()))
+            .collect();
+        let codes: Vec<Code> = pod.nodes.iter().map(|n| n.status.code).collect();
+        (pod.node.is_some(), devices, codes.contains(&Code::Success))
+    };
+    let mut pairs = 0;
+    for cel in r.pods.iter().filter(|p| p.pod.starts_with("tenant/cel-")) {
+        let twin = cel.pod.replacen("tenant/cel-", "tenant/st-", 1);
+        let st = r
+            .pods
+            .iter()
+            .find(|p| p.pod == twin)
+            .ok_or_else(|| format!("no twin {twin} for {}", cel.pod))?;
+        if outcome(cel) != outcome(st) {
+            return Err(format!("{} {:?} vs {} {:?}", cel.pod, outcome(cel), st.pod, outcome(st)).into());
+        }
+        if cel.node.as_deref().is_some_and(|n| n != "cel-node")
+            || st.node.as_deref().is_some_and(|n| n != "structured-node")
+        {
+            return Err(format!("{} or {} bound to the other way's node", cel.pod, st.pod).into());
+        }
+        pairs += 1;
+    }
+    if pairs != 7 {
+        return Err(format!("expected 7 pairs, found {pairs}").into());
+    }
     Ok(())
 }

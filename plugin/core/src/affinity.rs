@@ -10,6 +10,13 @@
 //! satisfied (every key has a value). A CEL error or a non-string result makes the device not
 //! viable. The first claim on a clean device locks it to its values; later claims may share it
 //! only with equal values; the lock clears when the last claim releases the device.
+//!
+//! The seed's structured-configuration design is a second way to declare affinity: a device lists
+//! `sharingAffinity.attributeKeys`, and claims give the values in `config[].structured.attributes`
+//! (scoped by `requests` as `opaque`). Each declared key becomes an implicit extractor of the pool
+//! ([`Extractor::structured`]) whose value is the structured string attribute in scope, so gating,
+//! conflicts, locks, reconstruction and scoring are the same machinery. A device that declares
+//! keys and also has a CEL extractor applying to it is not viable.
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -20,7 +27,7 @@ use crate::cel::{CelCache, CelObject};
 use crate::constraints::RequestScope;
 use crate::error::Error;
 use crate::index::{DevIdx, Index};
-use crate::model::{DeviceSelector, ResourceClaim, SharingAffinityExtractor};
+use crate::model::{DeviceAttribute, DeviceSelector, ResourceClaim, SharingAffinityExtractor};
 
 /// KEP limit: extractors per metadata slice (and per configuration entry set of one pool).
 pub const MAX_EXTRACTORS: usize = 8;
@@ -152,8 +159,97 @@ pub struct Extractor {
     pub source: String,
     /// Selector expression, if any.
     pub selector: Option<String>,
-    /// Key → expression.
+    /// Key → expression (for a structured extractor: its one key → [`structured_marker`]).
     pub keys: BTreeMap<String, String>,
+    /// An implicit extractor of the structured design: reads the structured claim attribute
+    /// named by its key, from configs of this driver; applies to the devices that list the key in
+    /// `sharingAffinity.attributeKeys`.
+    pub structured: Option<StructuredKey>,
+}
+
+/// The key of an implicit structured extractor.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct StructuredKey {
+    /// The pool's driver: only structured configs for this driver are read.
+    pub driver: String,
+    /// The fully qualified attribute name (also the lock key).
+    pub name: String,
+}
+
+/// The expression slot of a structured extractor's key (no CEL is run for it). Keys of structured
+/// extractors are qualified names (with a `/`), so they never equal a CEL extractor's key.
+pub fn structured_marker(driver: &str) -> String {
+    format!("structured attribute for driver {driver}")
+}
+
+/// `name` qualified with `domain` when it has none (a name without a domain belongs to the
+/// driver's domain).
+pub fn qualify(domain: &str, name: &str) -> String {
+    if name.contains('/') {
+        name.to_string()
+    } else {
+        format!("{domain}/{name}")
+    }
+}
+
+/// Checks a QualifiedName: a C identifier of at most 32 characters, optionally prefixed by a
+/// DNS subdomain of at most 63 characters and `/`.
+fn check_qualified_name(name: &str) -> Result<(), String> {
+    let (domain, id) = match name.split_once('/') {
+        Some((d, i)) => (Some(d), i),
+        None => (None, name),
+    };
+    if let Some(d) = domain {
+        let label_ok = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
+                && !l.starts_with('-')
+                && !l.ends_with('-')
+        };
+        if d.is_empty() || d.len() > 63 || !d.split('.').all(label_ok) {
+            return Err(format!(
+                "{name:?}: the domain must be a DNS subdomain of at most 63 characters"
+            ));
+        }
+    }
+    if !is_c_identifier(id) {
+        return Err(format!(
+            "{name:?}: the name must be a C identifier of at most 32 characters"
+        ));
+    }
+    Ok(())
+}
+
+/// The qualified keys a device declares in `sharingAffinity.attributeKeys` (qualified with the
+/// driver), or why the declaration is invalid. At most [`MAX_KEYS`], no duplicates.
+pub fn declared_keys(driver: &str, device: &crate::model::Device) -> Result<Vec<String>, String> {
+    let Some(sa) = &device.sharing_affinity else {
+        return Ok(Vec::new());
+    };
+    let keys = &sa.attribute_keys;
+    if keys.len() > MAX_KEYS {
+        return Err(format!(
+            "device {}: sharingAffinity.attributeKeys has {} keys, at most {MAX_KEYS} allowed",
+            device.name,
+            keys.len()
+        ));
+    }
+    let mut out: Vec<String> = Vec::with_capacity(keys.len());
+    for (i, k) in keys.iter().enumerate() {
+        check_qualified_name(k)
+            .map_err(|e| format!("device {}: sharingAffinity.attributeKeys[{i}]: {e}", device.name))?;
+        let q = qualify(driver, k);
+        if out.contains(&q) {
+            return Err(format!(
+                "device {}: sharingAffinity.attributeKeys[{i}]: {q} is listed twice",
+                device.name
+            ));
+        }
+        out.push(q);
+    }
+    Ok(out)
 }
 
 /// Why affinity makes a device not viable for a request, or a lock conflict.
@@ -201,6 +297,9 @@ pub struct Extractors {
     pub list: Vec<Extractor>,
     /// Per pool: its extractors, or an error making all its devices not viable.
     pub per_pool: Vec<Result<Vec<ExtId>, String>>,
+    /// Per pool: some device has an invalid `sharingAffinity.attributeKeys` (the pool is then an
+    /// affinity pool even without extractors, so that such a device is not viable).
+    pub invalid_declarations: Vec<bool>,
     /// Per extractor: its key set's group. Extractors declaring the same keys (the same driver's
     /// pools, usually) yield the same outcome for a request, which is computed once per group.
     pub group: Vec<usize>,
@@ -221,6 +320,7 @@ impl Extractors {
     pub fn build(index: &Index, config: &Config, cel: &CelCache) -> Extractors {
         let mut list = Vec::new();
         let mut per_pool = Vec::with_capacity(index.pools.len());
+        let mut gated = Vec::with_capacity(index.pools.len());
         let mut warnings = Vec::new();
         for pool in &index.pools {
             let mut ids = Vec::new();
@@ -269,6 +369,7 @@ impl Extractors {
                         source: format!("configuration sharingAffinity[{i}]"),
                         selector: ex.selector.as_ref().map(|s| s.cel.expression.clone()),
                         keys: ex.cel.clone(),
+                        structured: None,
                     });
                 }
                 if ids.len() > MAX_EXTRACTORS {
@@ -279,6 +380,33 @@ impl Extractors {
                     ));
                 }
             }
+            // The structured design: one implicit extractor per key some device of the pool
+            // declares (invalid declarations are reported per device by `applicable`).
+            let mut declared = std::collections::BTreeSet::new();
+            let mut invalid_declaration = false;
+            if pool.complete {
+                for s in &pool.slices {
+                    for &d in &s.devices {
+                        match declared_keys(&pool.driver, &index.device(d).device) {
+                            Ok(keys) => declared.extend(keys),
+                            Err(_) => invalid_declaration = true,
+                        }
+                    }
+                }
+            }
+            for name in declared {
+                ids.push(list.len());
+                list.push(Extractor {
+                    source: format!("sharingAffinity.attributeKeys {name} of pool {}", pool.id()),
+                    selector: None,
+                    keys: BTreeMap::from([(name.clone(), structured_marker(&pool.driver))]),
+                    structured: Some(StructuredKey {
+                        driver: pool.driver.clone(),
+                        name,
+                    }),
+                });
+            }
+            gated.push(invalid_declaration);
             per_pool.push(match err {
                 Some(e) => Err(e),
                 None => Ok(ids),
@@ -303,6 +431,7 @@ impl Extractors {
         Extractors {
             list,
             per_pool,
+            invalid_declarations: gated,
             group,
             groups,
             applicable,
@@ -312,13 +441,14 @@ impl Extractors {
 
     /// Whether any pool has extractors.
     pub fn is_empty(&self) -> bool {
-        self.list.is_empty()
+        self.list.is_empty() && !self.invalid_declarations.contains(&true)
     }
 
-    /// Whether the device's pool has extractors (or an extractor error).
+    /// Whether the device's pool has extractors (or an extractor or declaration error).
     pub fn pool_has_affinity(&self, index: &Index, dev: DevIdx) -> bool {
-        match &self.per_pool[index.device(dev).pool] {
-            Ok(ids) => !ids.is_empty(),
+        let pool = index.device(dev).pool;
+        match &self.per_pool[pool] {
+            Ok(ids) => !ids.is_empty() || self.invalid_declarations[pool],
             Err(_) => true,
         }
     }
@@ -331,11 +461,17 @@ impl Extractors {
                 let entry = index.device(dev);
                 let pool = &index.pools[entry.pool];
                 let ids = self.per_pool[entry.pool].as_ref().map_err(Clone::clone)?;
+                let declared = declared_keys(&pool.driver, &entry.device)?;
                 let mut out = Vec::new();
                 let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+                let mut cel_applies = None;
                 for &id in ids {
                     let ex = &self.list[id];
-                    if let Some(expr) = &ex.selector {
+                    if let Some(sk) = &ex.structured {
+                        if !declared.contains(&sk.name) {
+                            continue;
+                        }
+                    } else if let Some(expr) = &ex.selector {
                         let sel = cel
                             .selector(expr)
                             .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
@@ -352,7 +488,19 @@ impl Extractors {
                             return Err(format!("key {key} declared by both {other} and {}", ex.source));
                         }
                     }
+                    if ex.structured.is_none() {
+                        cel_applies.get_or_insert(&ex.source);
+                    }
                     out.push(id);
+                }
+                if let Some(source) = cel_applies
+                    && !declared.is_empty()
+                {
+                    return Err(format!(
+                        "device {} declares sharingAffinity.attributeKeys and {source} applies to it: \
+                         a device declares affinity one way only (CEL extractors or structured keys)",
+                        entry.device.name
+                    ));
                 }
                 Ok(out)
             })
@@ -380,6 +528,7 @@ fn from_spec(source: String, spec: &SharingAffinityExtractor) -> Extractor {
         source,
         selector: spec.selector.as_ref().map(|s| s.cel.expression.clone()),
         keys: spec.cel.clone(),
+        structured: None,
     }
 }
 
@@ -394,47 +543,91 @@ pub enum Outcome {
     Failed(String),
 }
 
-/// Runs an extractor over the claim's config objects in scope for `request`/`sub`.
+/// One config object of a claim, as extractors read it.
+pub enum ConfigObject {
+    /// `opaque.parameters`, read by CEL extractors.
+    Opaque(CelObject),
+    /// `structured`, read by the implicit structured extractors.
+    Structured {
+        /// `structured.driver`.
+        driver: String,
+        /// Attributes by fully qualified name (names without a domain get the driver's).
+        attributes: BTreeMap<String, DeviceAttribute>,
+    },
+}
+
+/// Runs an extractor over the claim's config objects in scope for `request`/`sub`: CEL
+/// extractors over the opaque objects, structured extractors over the structured configs of
+/// their driver.
 ///
 /// Returns `Err` (the claim is self-inconsistent: `UnschedulableAndUnresolvable`) when two
 /// objects give one key different values.
 pub fn extract(
     cel: &CelCache,
     ex: &Extractor,
-    objects: &[(RequestScope, CelObject)],
+    objects: &[(RequestScope, ConfigObject)],
     request: &str,
     sub: Option<&str>,
     claim: &str,
 ) -> Result<Outcome, String> {
     let mut values = Values::new();
     let mut failure = None;
-    for (key, expr) in &ex.keys {
-        let program = match cel.extractor(expr) {
-            Ok(p) => p,
-            Err(e) => {
-                failure.get_or_insert(format!("{}: key {key}: {e}", ex.source));
-                continue;
+    let put = |key: &str, v: String, values: &mut Values| -> Result<(), String> {
+        match values.get(key) {
+            Some(prev) if *prev != v => Err(format!(
+                "claim {claim}: request {}: config objects give affinity key {key} two values, {prev:?} and {v:?}",
+                full_name(request, sub)
+            )),
+            _ => {
+                values.insert(key.to_string(), v);
+                Ok(())
             }
-        };
+        }
+    };
+    if let Some(sk) = &ex.structured {
         for (scope, object) in objects {
-            if !scope.covers(request, sub) {
+            let ConfigObject::Structured { driver, attributes } = object else {
+                continue;
+            };
+            if !scope.covers(request, sub) || *driver != sk.driver {
                 continue;
             }
-            match program.extract(object) {
-                Ok(v) if v.is_empty() => {}
-                Ok(v) => match values.get(key) {
-                    Some(prev) if *prev != v => {
-                        return Err(format!(
-                            "claim {claim}: request {}: config objects give affinity key {key} two values, {prev:?} and {v:?}",
-                            full_name(request, sub)
-                        ));
-                    }
-                    _ => {
-                        values.insert(key.clone(), v);
-                    }
-                },
+            let Some(attr) = attributes.get(&sk.name) else {
+                continue;
+            };
+            match structured_string(attr) {
+                Ok("") => {}
+                Ok(v) => put(&sk.name, v.to_string(), &mut values)?,
+                Err(kind) => {
+                    failure.get_or_insert(format!(
+                        "{}: key {}: structured attribute is {kind}, only string values are supported",
+                        ex.source, sk.name
+                    ));
+                }
+            }
+        }
+    } else {
+        for (key, expr) in &ex.keys {
+            let program = match cel.extractor(expr) {
+                Ok(p) => p,
                 Err(e) => {
                     failure.get_or_insert(format!("{}: key {key}: {e}", ex.source));
+                    continue;
+                }
+            };
+            for (scope, object) in objects {
+                let ConfigObject::Opaque(object) = object else {
+                    continue;
+                };
+                if !scope.covers(request, sub) {
+                    continue;
+                }
+                match program.extract(object) {
+                    Ok(v) if v.is_empty() => {}
+                    Ok(v) => put(key, v, &mut values)?,
+                    Err(e) => {
+                        failure.get_or_insert(format!("{}: key {key}: {e}", ex.source));
+                    }
                 }
             }
         }
@@ -448,6 +641,34 @@ pub fn extract(
     Ok(Outcome::Satisfied(values))
 }
 
+/// The string of a structured attribute, or the kind of value it holds instead.
+fn structured_string(attr: &DeviceAttribute) -> Result<&str, &'static str> {
+    let set = [
+        attr.int.is_some(),
+        attr.bool.is_some(),
+        attr.string.is_some(),
+        attr.version.is_some(),
+        attr.ints.is_some(),
+        attr.bools.is_some(),
+        attr.strings.is_some(),
+        attr.versions.is_some(),
+    ];
+    match (set.iter().filter(|b| **b).count(), &attr.string) {
+        (1, Some(s)) => Ok(s),
+        (0, _) => Err("empty (no value set)"),
+        (1, _) => Err(if attr.int.is_some() {
+            "an int"
+        } else if attr.bool.is_some() {
+            "a bool"
+        } else if attr.version.is_some() {
+            "a version"
+        } else {
+            "a list"
+        }),
+        _ => Err("several values"),
+    }
+}
+
 /// `req` or `req/sub`.
 pub fn full_name(request: &str, sub: Option<&str>) -> String {
     match sub {
@@ -456,19 +677,32 @@ pub fn full_name(request: &str, sub: Option<&str>) -> String {
     }
 }
 
-/// The opaque config objects of a claim with their request scopes, prepared for CEL.
-pub fn claim_objects(claim: &ResourceClaim) -> Vec<(RequestScope, CelObject)> {
-    claim
-        .spec
-        .devices
-        .config
-        .iter()
-        .filter_map(|c| {
-            c.opaque
-                .as_ref()
-                .map(|o| (RequestScope::new(&c.requests), CelObject::new(&o.parameters)))
-        })
-        .collect()
+/// The config objects of a claim with their request scopes: opaque parameters prepared for CEL,
+/// and structured attributes with fully qualified names.
+pub fn claim_objects(claim: &ResourceClaim) -> Vec<(RequestScope, ConfigObject)> {
+    let mut out = Vec::new();
+    for c in &claim.spec.devices.config {
+        if let Some(o) = &c.opaque {
+            out.push((
+                RequestScope::new(&c.requests),
+                ConfigObject::Opaque(CelObject::new(&o.parameters)),
+            ));
+        }
+        if let Some(st) = &c.structured {
+            out.push((
+                RequestScope::new(&c.requests),
+                ConfigObject::Structured {
+                    driver: st.driver.clone(),
+                    attributes: st
+                        .attributes
+                        .iter()
+                        .map(|(k, v)| (qualify(&st.driver, k), v.clone()))
+                        .collect(),
+                },
+            ));
+        }
+    }
+    out
 }
 
 /// Combines the outcomes of the applicable extractors for a request: the values the request

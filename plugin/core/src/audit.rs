@@ -7,6 +7,11 @@
 //! the recorded outcome. Whatever produced the allocations (this plugin, another scheduler, or a
 //! racy placeholder workaround), a violation names the device, the claims and the [`Rule`].
 //!
+//! Sharing affinity is checked for both declarations: CEL extractors (metadata slices or the
+//! configuration) over opaque configs, and the seed's structured design (a device's
+//! `sharingAffinity.attributeKeys` over the claims' `structured` attributes); a device declaring
+//! both breaks gating.
+//!
 //! Results with `adminAccess: true` are checked against selectors and constraints but, as
 //! upstream's allocated-device accounting does, never count as holders of a device.
 
@@ -619,7 +624,24 @@ impl<'a> Auditor<'a> {
         let pool = &self.pools[&pool_id];
         let driver = pool.driver;
         let extractors = pool.extractors.clone();
-        if extractors.is_empty() {
+        // The seed's structured design: keys the device declares, qualified with the driver.
+        let structured: Vec<String> = device
+            .sharing_affinity
+            .as_ref()
+            .map(|sa| {
+                sa.attribute_keys
+                    .iter()
+                    .map(|k| {
+                        if k.contains('/') {
+                            k.clone()
+                        } else {
+                            format!("{driver}/{k}")
+                        }
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        if extractors.is_empty() && structured.is_empty() {
             return;
         }
         let holders = || counted.iter().map(|h| h.key.clone());
@@ -664,16 +686,26 @@ impl<'a> Auditor<'a> {
             }
             applicable.push((source.as_str(), *keys));
         }
+        if let (Some((source, _)), false) = (applicable.first(), structured.is_empty()) {
+            setup_error.get_or_insert(format!(
+                "the device declares sharingAffinity.attributeKeys and {source} applies to it: affinity is declared one way only"
+            ));
+        }
         if let Some(e) = setup_error {
             self.report(Rule::Gating, id.to_string(), holders(), e);
             return;
         }
-        if applicable.is_empty() {
+        if applicable.is_empty() && structured.is_empty() {
             return;
         }
         let mut values: BTreeMap<BTreeMap<String, String>, Vec<String>> = BTreeMap::new();
         for h in counted {
-            match self.extract(h, &applicable) {
+            let extracted = if structured.is_empty() {
+                self.extract(h, &applicable)
+            } else {
+                extract_structured(h, driver, &structured)
+            };
+            match extracted {
                 Ok(v) => values.entry(v).or_default().push(h.key.clone()),
                 Err(e) => self.report(
                     Rule::Gating,
@@ -753,6 +785,63 @@ impl<'a> Auditor<'a> {
         }
         Ok(values)
     }
+}
+
+/// The structured-design affinity values of a holding: per declared key, the string attribute of
+/// the claim's `structured` configs for `driver` in scope for its request.
+fn extract_structured(
+    h: &Holding<'_>,
+    driver: &str,
+    keys: &[String],
+) -> Result<BTreeMap<String, String>, String> {
+    let mut values = BTreeMap::new();
+    for key in keys {
+        let mut found: Option<&str> = None;
+        for c in &h.claim.spec.devices.config {
+            let Some(st) = c.structured.as_ref().filter(|st| st.driver == driver) else {
+                continue;
+            };
+            if !in_scope(&c.requests, &h.result.request) {
+                continue;
+            }
+            for (name, attr) in &st.attributes {
+                let qualified = if name.contains('/') {
+                    name.clone()
+                } else {
+                    format!("{}/{name}", st.driver)
+                };
+                if qualified != *key {
+                    continue;
+                }
+                let v = match (&attr.string, attr.int, attr.bool, &attr.version) {
+                    (Some(v), None, None, None) => v.as_str(),
+                    _ => return Err(format!("structured attribute {key} is not a string")),
+                };
+                if v.is_empty() {
+                    continue;
+                }
+                match found {
+                    Some(prev) if prev != v => {
+                        return Err(format!(
+                            "structured configs give affinity key {key} two values, {prev:?} and {v:?}"
+                        ));
+                    }
+                    _ => found = Some(v),
+                }
+            }
+        }
+        match found {
+            Some(v) => {
+                values.insert(key.clone(), v.to_string());
+            }
+            None => {
+                return Err(format!(
+                    "the claim gives no structured value for affinity key {key}"
+                ));
+            }
+        }
+    }
+    Ok(values)
 }
 
 /// `(driver, pool, counter set, counter)`.

@@ -403,6 +403,32 @@ pub struct Device {
     /// Binding failure conditions (copied into the allocation result).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub binding_failure_conditions: Vec<String>,
+    /// The seed's structured-configuration design (not in the resource.k8s.io API; today's API
+    /// servers drop it): which structured claim attributes must match for sharing this device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sharing_affinity: Option<DeviceSharingAffinity>,
+}
+
+/// `Device.sharingAffinity` of the seed's structured-configuration design.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DeviceSharingAffinity {
+    /// Qualified names of the structured claim attributes that must be equal among the claims
+    /// sharing the device (without a domain: the driver's domain).
+    #[serde(default)]
+    pub attribute_keys: Vec<String>,
+}
+
+/// `DeviceConfiguration.structured` of the seed's structured-configuration design (not in the
+/// resource.k8s.io API; today's API servers drop it): typed attributes the scheduler reads.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct StructuredDeviceConfiguration {
+    /// The driver whose devices the attributes are for; names without a domain are in its domain.
+    pub driver: String,
+    /// Attributes by qualified name.
+    #[serde(default)]
+    pub attributes: BTreeMap<String, DeviceAttribute>,
 }
 
 /// `DeviceAttribute`: a one-of of scalar and list values.
@@ -794,6 +820,9 @@ pub struct DeviceClaimConfiguration {
     /// Opaque driver configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opaque: Option<OpaqueDeviceConfiguration>,
+    /// Structured configuration (the seed's design; not in the resource.k8s.io API).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<StructuredDeviceConfiguration>,
 }
 
 /// `ResourceClaimStatus`.
@@ -897,6 +926,9 @@ pub struct DeviceAllocationConfiguration {
     /// Opaque driver configuration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub opaque: Option<OpaqueDeviceConfiguration>,
+    /// Structured configuration copied from the claim (the seed's design).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub structured: Option<StructuredDeviceConfiguration>,
 }
 
 /// `resource.k8s.io/v1` ResourceClaimTemplate.

@@ -710,6 +710,40 @@ fn reserve_rechecks_consumable_capacity() {
     assert_eq!(p.reserved_node("default/a"), None, "nothing reserved");
 }
 
+/// Reserve re-checks counters too: when another claim consumed the shared counter after Filter,
+/// Reserve fails naming the device and the counter set.
+#[test]
+fn reserve_rechecks_counters() {
+    let sets = json!([{"name": "gpu0", "counters": {"memory": {"value": "8Gi"}}}]);
+    let parts = [
+        device("part0").counters("gpu0", json!({"memory": {"value": "5Gi"}})),
+        device("part1").counters("gpu0", json!({"memory": {"value": "5Gi"}})),
+    ];
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            slice("slice-1", "pool-1", 1, 2, &parts),
+            counter_slice("slice-2", "pool-1", 2, sets),
+        ],
+    );
+    add_pod(&mut p, "a", claim("ca", &[req("gpu", "class-a")]));
+    assert!(p.prefilter("default/a").is_success());
+    assert!(p.filter(NODE).is_success(), "part0 fits: 5Gi of 8Gi");
+    let other = claim("other", &[req("gpu", "class-a")]).allocated(json!([dedicated("gpu", "part1")]));
+    add(&mut p, &[other.json()]);
+    let err = p.reserve(NODE).unwrap_err();
+    assert_eq!(err.code, Code::Unschedulable);
+    assert!(
+        err.reason
+            .contains("part0: counters of counter set gpu0 are no longer available"),
+        "{}",
+        err.reason
+    );
+    assert_eq!(p.reserved_node("default/a"), None, "nothing reserved");
+}
+
 /// Only extractors that apply to a device the request could select are evaluated: an
 /// extractor of another driver's pool that finds two different values in the claim's config
 /// does not make the pod unresolvable.
@@ -809,7 +843,7 @@ fn score_prefers_locked_compatible_over_clean() {
     add_pod(&mut p, "a", nic_claim("ca", "x"));
     assert!(p.prefilter("default/a").is_success());
     assert!(p.filter(NODE).is_success());
-    assert_eq!(p.score(NODE).unwrap(), 100, "joins the locked eth2");
+    assert_eq!(p.affinity_rank(NODE).unwrap(), 100, "joins the locked eth2");
     let got = p.reserve(NODE).unwrap();
     assert_eq!(
         got[0].allocation.devices.results[0].device, "eth2",
@@ -820,13 +854,232 @@ fn score_prefers_locked_compatible_over_clean() {
     add_pod(&mut p, "a", nic_claim("ca", "x"));
     assert!(p.prefilter("default/a").is_success());
     assert!(p.filter(NODE).is_success());
-    assert_eq!(p.score(NODE).unwrap(), 50, "a clean device");
+    assert_eq!(p.affinity_rank(NODE).unwrap(), 50, "a clean device");
+    assert_eq!(
+        p.score(NODE).unwrap(),
+        0,
+        "one feasible node: all ranks equal, score 0"
+    );
 
     let mut p = plugin("", &[node(NODE), class_a(), slice1(&[nic("eth1", "4")])]);
     add_pod(&mut p, "a", claim("ca", &[req("nic", "class-a")]));
     assert!(p.prefilter("default/a").is_success());
     assert!(p.filter(NODE).is_success());
-    assert_eq!(p.score(NODE).unwrap(), 0, "no affinity: neutral score");
+    assert_eq!(p.affinity_rank(NODE).unwrap(), 0, "no affinity: neutral");
+}
+
+// ------------------------------------------------------------------ scoring across nodes
+
+/// An extractor for every pool of driver-a, from the plugin configuration; with a selector, only
+/// for devices whose `type` attribute is `nic`.
+fn config_extractor(selector: bool) -> String {
+    let mut ex = json!({"driver": DRIVER, "cel": {"subnet": SUBNET}});
+    if selector {
+        ex["selector"] = json!({"cel": {"expression": "device.attributes[\"driver-a\"].type == \"nic\""}});
+    }
+    json!({"sharingAffinity": [ex]}).to_string()
+}
+
+/// A one-slice pool of `driver` on `node`.
+fn node_slice(node_name: &str, driver: &str, pool: &str, devs: &[Dev]) -> Value {
+    json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":format!("{pool}-slice")},
+           "spec":{"driver":driver,"nodeName":node_name,"pool":{"name":pool,"generation":1,"resourceSliceCount":1},
+                   "devices": devs.iter().map(|d| d.0.clone()).collect::<Vec<_>>()}})
+}
+
+/// A claim of subnet `subnet` allocated on `device` of driver-a's `pool` on `node_name`.
+fn holder_on(name: &str, node_name: &str, pool: &str, device: &str, subnet: &str) -> Value {
+    let mut c = nic_claim(name, subnet).json();
+    c["status"] = json!({"allocation": {"devices": {"results": [{"request":"nic","driver":DRIVER,"pool":pool,
+        "device":device,"shareID":format!("00000000-0000-0000-0000-{:0>12}", name.len()),"consumedCapacity":{"slots":"1"}}]},
+        "nodeSelector": {"nodeSelectorTerms":[{"matchFields":[{"key":"metadata.name","operator":"In","values":[node_name]}]}]}}});
+    c
+}
+
+/// Runs PreFilter and Filter on `nodes`; every node must pass.
+fn filter_all(p: &mut Plugin, pod_name: &str, nodes: &[&str]) {
+    assert!(p.prefilter(&format!("default/{pod_name}")).is_success());
+    for n in nodes {
+        let st = p.filter(n);
+        assert!(st.is_success(), "{n}: {st}");
+    }
+}
+
+#[test]
+fn score_is_not_diluted_by_requests_on_pools_without_extractors() {
+    // n1: a NIC locked to x plus four plain GPUs; n2: a clean NIC plus one GPU. The GPUs
+    // (driver-b, no extractors) are neutral, so joining the lock wins.
+    let gpus = |n: usize| (0..n).map(|i| device(&format!("gpu-{i}"))).collect::<Vec<_>>();
+    let objects = vec![
+        node("n1"),
+        node("n2"),
+        class_a(),
+        class("class-b", "device.driver == \"driver-b\""),
+        node_slice("n1", DRIVER, "nic-n1", &[nic("eth1", "4")]),
+        node_slice("n1", "driver-b", "gpu-n1", &gpus(4)),
+        node_slice("n2", DRIVER, "nic-n2", &[nic("eth1", "4")]),
+        node_slice("n2", "driver-b", "gpu-n2", &gpus(1)),
+        holder_on("old", "n1", "nic-n1", "eth1", "x"),
+    ];
+    let mut p = plugin(&config_extractor(false), &objects);
+    let c = claim("ca", &[req("nic", "class-a"), req("gpu", "class-b").all()]).config(&[], nic_config("x"));
+    add_pod(&mut p, "a", c);
+    filter_all(&mut p, "a", &["n1", "n2"]);
+    assert_eq!(p.affinity_rank("n1").unwrap(), 100, "join, GPUs neutral");
+    assert_eq!(p.affinity_rank("n2").unwrap(), 50, "clean, GPU neutral");
+    assert!(p.prescore(&["n1".into(), "n2".into()]).is_success());
+    assert_eq!(p.score("n1").unwrap(), 100);
+    assert_eq!(p.score("n2").unwrap(), 0);
+}
+
+#[test]
+fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes() {
+    let objects = vec![
+        node("n1"),
+        node("n2"),
+        node("n3"),
+        class_a(),
+        node_slice(
+            "n1",
+            DRIVER,
+            "p1",
+            &[nic("eth1", "4").attr("type", "string", json!("nic"))],
+        ),
+        node_slice(
+            "n2",
+            DRIVER,
+            "p2",
+            &[nic("eth1", "4").attr("type", "string", json!("nic"))],
+        ),
+        // Shared, in an affinity pool, but no extractor applies: unknown affinity.
+        node_slice(
+            "n3",
+            DRIVER,
+            "p3",
+            &[nic("eth1", "4").attr("type", "string", json!("other"))],
+        ),
+        holder_on("old", "n1", "p1", "eth1", "x"),
+    ];
+    let mut p = plugin(&config_extractor(true), &objects);
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    filter_all(&mut p, "a", &["n1", "n2", "n3"]);
+    let ranks: Vec<u32> = ["n1", "n2", "n3"]
+        .iter()
+        .map(|n| p.affinity_rank(n).unwrap())
+        .collect();
+    assert_eq!(ranks, [100, 50, 0], "join > clean > unknown affinity");
+    let scores: Vec<u32> = ["n1", "n2", "n3"].iter().map(|n| p.score(n).unwrap()).collect();
+    assert_eq!(
+        scores,
+        [100, 50, 0],
+        "without PreScore: over the nodes that passed Filter"
+    );
+
+    assert!(p.prescore(&["n2".into(), "n3".into()]).is_success());
+    assert_eq!(p.score("n2").unwrap(), 100, "max of the PreScore nodes");
+    assert_eq!(p.score("n3").unwrap(), 0);
+    let err = p.score("n1").unwrap_err();
+    assert!(err.reason.contains("prescore did not name"), "{err}");
+
+    assert!(p.prescore(&["n2".into()]).is_success());
+    assert_eq!(p.score("n2").unwrap(), 0, "all ranks equal: 0");
+
+    let st = p.prescore(&["n9".into()]);
+    assert_eq!(st.code, Code::Error);
+    assert!(st.reason.contains("n9, which did not pass filter"), "{st}");
+
+    let mut p = plugin(
+        &json!({"consolidate": false, "sharingAffinity": [{"driver": DRIVER, "cel": {"subnet": SUBNET}}]})
+            .to_string(),
+        &objects,
+    );
+    add_pod(&mut p, "a", nic_claim("ca", "x"));
+    filter_all(&mut p, "a", &["n1", "n2", "n3"]);
+    assert_eq!(p.score("n1").unwrap(), 0, "consolidate false: every node 0");
+}
+
+#[test]
+fn second_claim_of_a_pod_joins_the_first_claims_tentative_lock() {
+    // c1 needs 2 slots, so it skips eth1 (1 slot) and opens eth2; c2 (1 slot, same subnet) would
+    // open eth1 first-fit, but joins c1's tentative lock on eth2 instead.
+    let mut p = plugin(
+        "",
+        &cluster(subnet_extractor(), &[nic("eth1", "1"), nic("eth2", "4")]),
+    );
+    let c1 =
+        claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "2"}))]).config(&[], nic_config("x"));
+    let c2 = nic_claim("c2", "x");
+    add(
+        &mut p,
+        &[
+            c1.json(),
+            c2.json(),
+            pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    assert!(p.prefilter("default/p").is_success());
+    assert!(p.filter(NODE).is_success());
+    assert_eq!(
+        p.affinity_rank(NODE).unwrap(),
+        150,
+        "c1 takes a clean device (50), c2 joins c1's tentative lock (100)"
+    );
+    let got = p.reserve(NODE).unwrap();
+    let devices: Vec<&str> = got
+        .iter()
+        .map(|a| a.allocation.devices.results[0].device.as_str())
+        .collect();
+    assert_eq!(devices, ["eth2", "eth2"]);
+    p.bind("default/p", NODE).unwrap();
+    assert_eq!(lock(&mut p, "eth1"), LockState::Clean, "no second device opened");
+
+    // Different values: c2 cannot join, and opens eth1.
+    let mut p = plugin(
+        "",
+        &cluster(subnet_extractor(), &[nic("eth1", "1"), nic("eth2", "4")]),
+    );
+    let c1 =
+        claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "2"}))]).config(&[], nic_config("x"));
+    add(
+        &mut p,
+        &[
+            c1.json(),
+            nic_claim("c2", "y").json(),
+            pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    let got = run(&mut p, "p").unwrap();
+    assert_eq!((got[0][0].1.as_str(), got[1][0].1.as_str()), ("eth2", "eth1"));
+}
+
+#[test]
+fn tentative_join_keeps_one_order_for_a_request_with_several_devices() {
+    // c1 opens eth3 (only eth3 has 3 slots); c2 asks for two devices of subnet x: it joins eth3
+    // first and then takes the next device in first-fit order, never eth3 twice.
+    let mut p = plugin(
+        "",
+        &cluster(
+            subnet_extractor(),
+            &[nic("eth1", "1"), nic("eth2", "1"), nic("eth3", "4")],
+        ),
+    );
+    let c1 =
+        claim("c1", &[req("nic", "class-a").capacity(json!({"slots": "3"}))]).config(&[], nic_config("x"));
+    let c2 = claim("c2", &[req("nic", "class-a").count(2)]).config(&[], nic_config("x"));
+    add(
+        &mut p,
+        &[
+            c1.json(),
+            c2.json(),
+            pod("p", &["c1", "c2"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    let got = run(&mut p, "p").unwrap();
+    assert_eq!(got[0][0].1, "eth3");
+    assert_eq!(
+        got[1].iter().map(|r| r.1.as_str()).collect::<Vec<_>>(),
+        ["eth3", "eth1"]
+    );
 }
 
 // ------------------------------------------------------------------ KEP stories

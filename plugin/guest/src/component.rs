@@ -77,6 +77,10 @@ impl Guest for Component {
         with_plugin(not_configured, |plugin| status(plugin.filter(&node)))
     }
 
+    fn prescore(nodes: Vec<String>) -> Status {
+        with_plugin(not_configured, |plugin| status(plugin.prescore(&nodes)))
+    }
+
     fn score(node: String) -> Result<u32, Status> {
         with_plugin(
             || Err(not_configured()),

@@ -6,8 +6,15 @@ use crate::index::DevIdx;
 
 impl<'a> Allocator<'a> {
     /// Candidate order for a request: devices already locked to the values the request wants come
-    /// first (consolidation); otherwise first-fit order.
+    /// first (consolidation), persistent locks and this call's tentative locks alike; otherwise
+    /// first-fit order.
     pub(super) fn order_for(&mut self, ci: usize, ri: usize, si: usize) -> std::rc::Rc<[DevIdx]> {
+        let base = self.persistent_order(ci, ri, si);
+        self.with_tentative_joins(ci, ri, si, base)
+    }
+
+    /// [`Allocator::order_for`] before this call's tentative locks, cached per request.
+    fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> std::rc::Rc<[DevIdx]> {
         if let Some(o) = self.order.get(&(ci, ri, si)) {
             return o.clone();
         }
@@ -35,5 +42,54 @@ impl<'a> Allocator<'a> {
         let order: std::rc::Rc<[DevIdx]> = first.into();
         self.order.insert((ci, ri, si), order.clone());
         order
+    }
+
+    /// Moves the devices that another request or claim of this call tentatively locked to the
+    /// values this request wants to the front (after the persistent joins), so that a pod's second
+    /// claim with the same values joins the first claim's device instead of opening a new one.
+    ///
+    /// Locks this request itself set are left out, so the order stays the same for all devices of
+    /// the request (the search resumes at a position in it).
+    fn with_tentative_joins(
+        &self,
+        ci: usize,
+        ri: usize,
+        si: usize,
+        base: std::rc::Rc<[DevIdx]>,
+    ) -> std::rc::Rc<[DevIdx]> {
+        if !self.input.consolidate || self.allocating_affinity.is_empty() {
+            return base;
+        }
+        let rd = &self.reqs[ci][ri][si];
+        let joins: Vec<DevIdx> = self
+            .allocating_affinity
+            .iter()
+            .filter(|&(&d, (values, holders))| {
+                let own = self.results[ci]
+                    .iter()
+                    .filter(|c| c.req == (ri, si) && c.dev == d && c.affinity.is_some())
+                    .count();
+                *holders > own
+                    && !matches!(self.input.locks.lock(d), LockState::Locked(_))
+                    && matches!(self.wanted(rd, d), Ok(Some(w)) if w == *values)
+            })
+            .map(|(&d, _)| d)
+            .collect();
+        if joins.is_empty() {
+            return base;
+        }
+        // Persistent joins stay first (they lead `base`), then the tentative joins, both in
+        // first-fit order, then the rest.
+        let persistent = base
+            .iter()
+            .take_while(|&&d| match self.input.locks.lock(d) {
+                LockState::Locked(l) => matches!(self.wanted(rd, d), Ok(Some(w)) if w == l),
+                _ => false,
+            })
+            .count();
+        let mut out: Vec<DevIdx> = base[..persistent].to_vec();
+        out.extend(base[persistent..].iter().copied().filter(|d| joins.contains(d)));
+        out.extend(base[persistent..].iter().copied().filter(|d| !joins.contains(d)));
+        out.into()
     }
 }

@@ -84,6 +84,7 @@ impl<'a> Allocator<'a> {
                     source: "FromClass".into(),
                     requests: vec![name.clone()],
                     opaque: c.opaque.clone(),
+                    structured: None,
                 });
             }
             class_ranges.insert(&class.metadata.name, (start, out.len()));
@@ -98,6 +99,7 @@ impl<'a> Allocator<'a> {
                     source: "FromClaim".into(),
                     requests: c.requests.clone(),
                     opaque: c.opaque.clone(),
+                    structured: c.structured.clone(),
                 });
             }
         }

@@ -229,7 +229,8 @@ impl<'a> Allocator<'a> {
                 self.note(d, why);
                 return Ok(None);
             }
-            joined_lock = matches!(self.input.locks.lock(d), LockState::Locked(_));
+            // Joining includes a tentative lock of this call (another request or claim of the pod).
+            joined_lock = matches!(lock, LockState::Locked(_));
         }
         // Counters: consumed once per multi-allocatable device.
         let skip_counters = ama && self.capacity_in_use(d);

@@ -545,3 +545,70 @@ fn record_allocations_fills_existing_and_generated_claims() {
     let v = only(audit(&objects, &Config::default()), Rule::Lock);
     assert_eq!(v.claims, ["ns/a", "ns/p-net"]);
 }
+
+#[test]
+fn lock_invariant_and_gating_with_structured_declarations() {
+    // The NIC pool without its metadata slice; eth1 declares `subnet` (structured design).
+    let cluster = |declare_on_extractor_pool: bool| {
+        let mut c = base();
+        if !declare_on_extractor_pool {
+            c.retain(|o| o["metadata"]["name"] != "nic-meta");
+            c[2]["spec"]["pool"]["resourceSliceCount"] = json!(1);
+        }
+        let nic = c
+            .iter_mut()
+            .find(|o| o["metadata"]["name"] == "nic-devices")
+            .unwrap();
+        nic["spec"]["devices"][0]["sharingAffinity"] = json!({"attributeKeys": ["subnet"]});
+        c
+    };
+    let holder = |name: &str, subnet: Option<Value>, share: &str| {
+        let mut c = nic_claim(name, None, "1", vec![nic_result("eth1", "1", share)]);
+        if let Some(v) = subnet {
+            c["spec"]["devices"]["config"] = json!([{"structured":{"driver":NIC,"attributes":{"subnet":v}}}]);
+        }
+        c
+    };
+    let check = |declare_on_extractor_pool: bool, claims: Vec<Value>| {
+        let mut items = cluster(declare_on_extractor_pool);
+        items.extend(claims);
+        let text = json!({"kind":"List","items":items}).to_string();
+        audit(&parse_objects(&text).unwrap().objects, &Config::default())
+    };
+    let same = check(
+        false,
+        vec![
+            holder("a", Some(json!({"string":"A"})), "s1"),
+            holder("b", Some(json!({"string":"A"})), "s2"),
+        ],
+    );
+    assert!(same.is_empty(), "{same:#?}");
+    let v = only(
+        check(
+            false,
+            vec![
+                holder("a", Some(json!({"string":"A"})), "s1"),
+                holder("b", Some(json!({"string":"B"})), "s2"),
+            ],
+        ),
+        Rule::Lock,
+    );
+    assert!(
+        v.message
+            .contains("nic.example.com/subnet=A (ns/a) vs nic.example.com/subnet=B (ns/b)"),
+        "{}",
+        v.message
+    );
+    let v = only(
+        check(false, vec![holder("a", Some(json!({"int":5})), "s1")]),
+        Rule::Gating,
+    );
+    assert!(v.message.contains("not a string"), "{}", v.message);
+    let v = only(check(false, vec![holder("a", None, "s1")]), Rule::Gating);
+    assert!(v.message.contains("no structured value"), "{}", v.message);
+    let v = only(
+        check(true, vec![holder("a", Some(json!({"string":"A"})), "s1")]),
+        Rule::Gating,
+    );
+    assert!(v.message.contains("declared one way only"), "{}", v.message);
+}

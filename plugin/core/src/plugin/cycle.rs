@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
-use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation};
+use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation, Scoring};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
 use crate::cel::CelCache;
@@ -39,6 +39,7 @@ impl Plugin {
                     pending: Vec::new(),
                     affinity: Vec::new(),
                     nodes: HashMap::new(),
+                    scoring: None,
                 };
                 (s, c)
             }
@@ -181,6 +182,7 @@ impl Plugin {
             pending,
             affinity,
             nodes: HashMap::new(),
+            scoring: None,
         })
     }
 
@@ -196,6 +198,9 @@ impl Plugin {
         let status = result.status.clone();
         if let Some(c) = &mut self.cycle {
             c.nodes.insert(node.to_string(), result);
+            if c.scoring.as_ref().is_some_and(|s| s.nodes.is_none()) {
+                c.scoring = None;
+            }
         }
         status
     }
@@ -205,6 +210,7 @@ impl Plugin {
             status,
             allocation: Vec::new(),
             variants: Vec::new(),
+            rank: 0,
         };
         let cycle = match self.cycle("filter") {
             Ok(c) => c,
@@ -242,6 +248,7 @@ impl Plugin {
                 status: Status::success(),
                 allocation: Vec::new(),
                 variants: Vec::new(),
+                rank: 0,
             };
         }
         let Some(d) = self.derived.as_ref() else {
@@ -314,6 +321,7 @@ impl Plugin {
                 status: Status::success(),
                 allocation: realign(Vec::new()),
                 variants,
+                rank: 0,
             };
         }
         let locks = self.lock_view(d);
@@ -333,6 +341,7 @@ impl Plugin {
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
                 status: Status::success(),
+                rank: rank_of(&d.index, &d.extractors, &a),
                 allocation: realign(a),
                 variants,
             },
@@ -349,28 +358,97 @@ impl Plugin {
         }
     }
 
-    /// Score (0..=100) for a node that passed Filter in the current cycle.
+    /// PreScore: the feasible nodes of the cycle (those that passed every Filter plugin), over
+    /// which [`Plugin::score`] normalises. Every node named must have passed this plugin's Filter.
+    pub fn prescore(&mut self, nodes: &[String]) -> Status {
+        let Some(cycle) = self.cycle.as_mut() else {
+            return Status::error("prescore called before prefilter");
+        };
+        let mut ranks = Vec::with_capacity(nodes.len());
+        for n in nodes {
+            match cycle.nodes.get(n) {
+                Some(r) if r.status.is_success() => ranks.push(r.rank),
+                _ => {
+                    return Status::error(format!(
+                        "prescore names node {n}, which did not pass filter in this cycle"
+                    ));
+                }
+            }
+        }
+        cycle.scoring = Some(Scoring {
+            nodes: Some(nodes.iter().cloned().collect()),
+            min: ranks.iter().copied().min().unwrap_or(0),
+            max: ranks.iter().copied().max().unwrap_or(0),
+        });
+        Status::success()
+    }
+
+    /// The raw sharing-affinity rank of a node that passed Filter in the current cycle (before
+    /// normalisation; see [`Plugin::score`]).
     ///
-    /// Per allocated device: 2 when it joins a device already locked to compatible affinity
-    /// values, 1 when it takes a clean device in an affinity pool, 0 otherwise; the node's score is
-    /// `sum * 100 / (2 * devices)`. Without sharing affinity every node scores 0, which leaves the
-    /// choice to other plugins (and the replay's node-name tie-break).
-    pub fn score(&mut self, node: &str) -> Result<u32, Status> {
-        let cycle = self.cycle("score")?;
+    /// Per allocated device: 2 when it joins a device locked to compatible values (by an
+    /// allocated claim, or tentatively by another request or claim of this pod earlier in the
+    /// same allocation), 1 when it takes a clean affinity-gated device, 0 when it shares a device
+    /// of an affinity pool that no extractor gates (unknown affinity). A device affinity cannot
+    /// apply to is neutral: one of a pool without extractors, a dedicated (not
+    /// multi-allocatable) device, or one allocated with admin access. Per request (KEP-4816's
+    /// per-request pattern): `50 · Σ ranks / non-neutral devices`, so 100 = every device joins a
+    /// lock, 50 = clean, 0 = unknown affinity; a request with only neutral devices adds 0. The
+    /// node's rank is the sum over requests, so neutral requests never dilute the others.
+    pub fn affinity_rank(&self, node: &str) -> Result<u32, Status> {
+        Ok(self.passed(node, "affinity rank")?.rank)
+    }
+
+    fn passed(&self, node: &str, what: &str) -> Result<&NodeResult, Status> {
+        let cycle = self.cycle(what)?;
         let r = cycle
             .nodes
             .get(node)
-            .ok_or_else(|| Status::error(format!("score for node {node} called before filter")))?;
+            .ok_or_else(|| Status::error(format!("{what} for node {node} called before filter")))?;
         if !r.status.is_success() {
             return Err(Status::error(format!(
-                "score for node {node} which did not pass filter"
+                "{what} for node {node} which did not pass filter"
             )));
         }
-        Ok(if self.config.consolidate {
-            score_of(&r.allocation)
-        } else {
-            0
-        })
+        Ok(r)
+    }
+
+    /// Score (0..=100) for a node that passed Filter in the current cycle: its
+    /// [`Plugin::affinity_rank`] normalised over the feasible nodes as
+    /// `(rank - min) · 100 / (max - min)` (KEP-4816's reference normalisation). The feasible nodes
+    /// are those named at [`Plugin::prescore`]; when PreScore was not called in this cycle, every
+    /// node that passed this plugin's Filter (the same set when no other plugin filters). When all
+    /// ranks are equal every node scores 0: affinity then has no preference, and the choice is
+    /// left to other plugins (and the replay's node-name tie-break). With `consolidate: false`
+    /// every node scores 0.
+    ///
+    /// The plugin normalises inside Score rather than in a NormalizeScore step, so the KSWE guest
+    /// needs no `normalizescore` export (whose upstream host reassigns scores by map order; see
+    /// `docs/kswe-dra-extension.md`).
+    pub fn score(&mut self, node: &str) -> Result<u32, Status> {
+        let rank = self.passed(node, "score")?.rank;
+        if !self.config.consolidate {
+            return Ok(0);
+        }
+        let cycle = self
+            .cycle
+            .as_mut()
+            .ok_or_else(|| Status::error("score called before prefilter"))?;
+        // The range is computed once per cycle (PreScore, or the first Score), not per node.
+        let scoring = cycle.scoring.get_or_insert_with(|| {
+            let passed = cycle.nodes.values().filter(|r| r.status.is_success());
+            Scoring {
+                nodes: None,
+                min: passed.clone().map(|r| r.rank).min().unwrap_or(0),
+                max: passed.map(|r| r.rank).max().unwrap_or(0),
+            }
+        });
+        if scoring.nodes.as_ref().is_some_and(|n| !n.contains(node)) {
+            return Err(Status::error(format!(
+                "score for node {node}, which prescore did not name"
+            )));
+        }
+        Ok(normalize(rank, scoring.min, scoring.max))
     }
 
     /// Reserve: commits the allocation Filter computed for `node` as in-flight.
@@ -689,21 +767,46 @@ fn object_key_name(key: &str) -> &str {
     key.rsplit_once('/').map_or(key, |(_, n)| n)
 }
 
-/// See [`Plugin::score`].
-fn score_of(allocation: &[ClaimResult]) -> u32 {
-    let mut sum = 0u32;
-    let mut n = 0u32;
+/// `(rank - min) · 100 / (max - min)`, clamped to 0..=100; 0 when `max == min`.
+fn normalize(rank: u32, min: u32, max: u32) -> u32 {
+    if max <= min {
+        return 0;
+    }
+    let scaled = u64::from(rank.clamp(min, max) - min) * 100 / u64::from(max - min);
+    u32::try_from(scaled).unwrap_or(100)
+}
+
+/// See [`Plugin::affinity_rank`].
+fn rank_of(index: &Index, extractors: &Extractors, allocation: &[ClaimResult]) -> u32 {
+    let mut total = 0u32;
     for c in allocation {
-        for ch in &c.choices {
-            n += 1;
-            sum += match (&ch.affinity, ch.joined_lock) {
+        // Per request (`<request>` or `<request>/<subrequest>` counts as its request): the sum
+        // of device ranks and the number of non-neutral devices.
+        let mut per_request: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
+        for (result, ch) in c.allocation.devices.results.iter().zip(&c.choices) {
+            let request = result.request.split('/').next().unwrap_or(&result.request);
+            let slot = per_request.entry(request).or_default();
+            let neutral = result.admin_access == Some(true)
+                || !index.device(ch.dev).allow_multiple
+                || !extractors.pool_has_affinity(index, ch.dev);
+            if neutral {
+                continue;
+            }
+            slot.0 += match (&ch.affinity, ch.joined_lock) {
                 (Some(_), true) => 2,
                 (Some(_), false) => 1,
                 (None, _) => 0,
             };
+            slot.1 += 1;
+        }
+        for (sum, n) in per_request.into_values() {
+            // A request with only neutral devices (n = 0) adds nothing.
+            if let Some(rank) = (sum * 50).checked_div(n) {
+                total = total.saturating_add(rank);
+            }
         }
     }
-    if n == 0 { 0 } else { sum * 100 / (2 * n) }
+    total
 }
 
 /// Which extractors apply to the devices a request could select, per (class, request selectors):

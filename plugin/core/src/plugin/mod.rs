@@ -105,6 +105,8 @@ struct NodeResult {
     /// Per pending claim (same order; empty when there is none): the node's variant of the
     /// KEP-5004 special claim when the node serves some of its resources through a device plugin.
     variants: Vec<Option<extended::NodeVariant>>,
+    /// The node's raw affinity rank ([`Plugin::affinity_rank`]), computed at Filter.
+    rank: u32,
 }
 
 struct Cycle {
@@ -115,6 +117,18 @@ struct Cycle {
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
     nodes: HashMap<String, NodeResult>,
+    /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
+    /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
+    scoring: Option<Scoring>,
+}
+
+/// See [`Cycle::scoring`].
+struct Scoring {
+    /// The nodes PreScore named; `None`: every node that passed Filter.
+    nodes: Option<HashSet<String>>,
+    /// Lowest and highest rank among them.
+    min: u32,
+    max: u32,
 }
 
 /// A pod's in-flight reservation: made by Reserve, ended by Bind or Unreserve. Kept per pod,

@@ -38,6 +38,8 @@ pub trait Backend: Sized {
     fn prefilter(&mut self, pod: &str) -> Status;
     /// Filter for one node.
     fn filter(&mut self, node: &str) -> Status;
+    /// PreScore with the feasible nodes.
+    fn prescore(&mut self, nodes: &[String]) -> Status;
     /// Score for one node.
     fn score(&mut self, node: &str) -> Result<u32, Status>;
     /// Reserve on the chosen node.
@@ -67,6 +69,9 @@ impl Backend for Plugin {
     }
     fn filter(&mut self, node: &str) -> Status {
         Plugin::filter(self, node)
+    }
+    fn prescore(&mut self, nodes: &[String]) -> Status {
+        Plugin::prescore(self, nodes)
     }
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         Plugin::score(self, node)
@@ -385,6 +390,24 @@ impl<B: Backend> GuestState<B> {
         }
         match self.node_name() {
             Ok(node) => self.backend.filter(&node).into(),
+            Err(e) => Reply::error(e),
+        }
+    }
+
+    /// PreScore with `filteredNodeList` (a JSON array of node names): the nodes Score normalises
+    /// over. The plugin normalises inside Score instead of exporting `normalizescore`, whose
+    /// upstream host reassigns the list by index from a Go map (random order).
+    pub fn prescore(&mut self) -> Reply {
+        if let Err(reply) = self.cycle_pod("PreScore") {
+            return reply;
+        }
+        let nodes = match self.buf.read("filteredNodeList", imports::filtered_node_list) {
+            Ok(bytes) => serde_json::from_slice::<Vec<String>>(bytes)
+                .map_err(|e| format!("filteredNodeList: not a JSON array of node names: {e}")),
+            Err(e) => Err(e.to_string()),
+        };
+        match nodes {
+            Ok(nodes) => self.backend.prescore(&nodes).into(),
             Err(e) => Reply::error(e),
         }
     }

@@ -82,6 +82,11 @@ pub fn filter() -> i32 {
     answer(with_state(GuestState::filter))
 }
 
+/// `prescore() -> i32`: the feasible nodes Score normalises over.
+pub fn prescore() -> i32 {
+    answer(with_state(GuestState::prescore))
+}
+
 /// `score() -> i64`: high word the score, low word the code.
 pub fn score() -> i64 {
     let mut score = 0;

@@ -25,6 +25,8 @@ unsafe extern "C" {
     fn k8s_current_pod(buf: u32, buf_limit: u32) -> u32;
     #[link_name = "currentNodeName"]
     fn k8s_current_node_name(buf: u32, buf_limit: u32) -> u32;
+    #[link_name = "filteredNodeList"]
+    fn k8s_filtered_node_list(buf: u32, buf_limit: u32) -> u32;
     #[link_name = "result.status_reason"]
     fn k8s_result_status_reason(ptr: u32, len: u32);
 }
@@ -45,6 +47,12 @@ pub fn current_pod(buf: &mut [u8]) -> usize {
 pub fn current_node_name(buf: &mut [u8]) -> usize {
     // SAFETY: as `get_config`.
     unsafe { k8s_current_node_name(addr(buf.as_mut_ptr()), buf.len() as u32) as usize }
+}
+
+/// `filteredNodeList`: PreScore's feasible nodes as a JSON array of names (buf_limit protocol).
+pub fn filtered_node_list(buf: &mut [u8]) -> usize {
+    // SAFETY: as `get_config`.
+    unsafe { k8s_filtered_node_list(addr(buf.as_mut_ptr()), buf.len() as u32) as usize }
 }
 
 /// `result.status_reason`: the reason of the current call (last call wins).
@@ -158,6 +166,13 @@ pub extern "C" fn prefilter() -> i32 {
 #[unsafe(no_mangle)]
 pub extern "C" fn filter() -> i32 {
     exports::filter()
+}
+
+/// `prescore() -> i32`.
+// SAFETY: unique exported symbol name.
+#[unsafe(no_mangle)]
+pub extern "C" fn prescore() -> i32 {
+    exports::prescore()
 }
 
 /// `score() -> i64` (score in the high word, code in the low word).

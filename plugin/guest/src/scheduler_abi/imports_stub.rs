@@ -13,6 +13,8 @@ pub struct FakeHost {
     pub pod: Vec<u8>,
     /// `currentNodeName`.
     pub node: String,
+    /// `filteredNodeList` (JSON array of names).
+    pub filtered: String,
     /// `klog.severity`.
     pub severity: i32,
     /// The feed document `changes` returns.
@@ -60,6 +62,11 @@ pub fn current_pod(buf: &mut [u8]) -> usize {
 /// `currentNodeName`.
 pub fn current_node_name(buf: &mut [u8]) -> usize {
     with_host(|h| offer(h.node.as_bytes(), buf))
+}
+
+/// `filteredNodeList`.
+pub fn filtered_node_list(buf: &mut [u8]) -> usize {
+    with_host(|h| offer(h.filtered.as_bytes(), buf))
 }
 
 /// `result.status_reason`.

@@ -1,10 +1,13 @@
 //! The kube-scheduler-wasm-extension (KSWE) core module: our plugin as a KSWE guest.
 //!
 //! Built with `cargo build -p sharing-affinity-guest --target wasm32-unknown-unknown --profile wasm
-//! --features scheduler-abi`, the module exports `memory`, `_start`, `prefilter`, `filter`, `score`,
-//! `reserve`, `unreserve`, `permit`, `prebind`, `bind` (always Skip) and `postbind` with the signatures of
-//! `reference/kswe-abi.md` §2.1 (no `normalizescore`), and imports `k8s.io/scheduler`
-//! (`get_config`, `currentPod`, `currentNodeName`, `result.status_reason`), `k8s.io/klog`
+//! --features scheduler-abi`, the module exports `memory`, `_start`, `prefilter`, `filter`,
+//! `prescore`, `score`, `reserve`, `unreserve`, `permit`, `prebind`, `bind` (always Skip) and
+//! `postbind` with the signatures of `reference/kswe-abi.md` §2.1 (no `normalizescore`: Score
+//! normalises over PreScore's `filteredNodeList` itself, because upstream's host copies
+//! NormalizeScore's result back by index from a randomly ordered Go map), and imports
+//! `k8s.io/scheduler` (`get_config`, `currentPod`, `currentNodeName`, `filteredNodeList`,
+//! `result.status_reason`), `k8s.io/klog`
 //! (`severity`, `logs`) and the DRA extension `sharing-affinity.dra/v1` (`changes`, `allocation`,
 //! `pending_allocation`; see `docs/kswe-dra-extension.md`). No WASI.
 //!

@@ -69,6 +69,10 @@ impl Backend for Fake {
             Status::success()
         }
     }
+    fn prescore(&mut self, nodes: &[String]) -> Status {
+        self.calls.push(format!("prescore {}", nodes.join(",")));
+        Status::success()
+    }
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         if node == "broken" {
             Err(Status::error("cannot score"))
@@ -307,6 +311,28 @@ fn filter_and_score_use_the_current_node() {
                 reason: "cannot score".into()
             }
         )
+    );
+}
+
+#[test]
+fn prescore_passes_the_filtered_node_list_and_rejects_bad_json() {
+    let mut s = cycle_for("p");
+    with_host(|h| h.filtered = r#"["n1","n2"]"#.into());
+    assert_eq!(s.prescore().code, 0);
+    assert!(
+        s.backend().calls.iter().any(|c| c == "prescore n1,n2"),
+        "{:?}",
+        s.backend().calls
+    );
+    with_host(|h| h.filtered = r#"{"n1": 1}"#.into());
+    let reply = s.prescore();
+    assert_eq!(reply.code, 1);
+    assert!(
+        reply
+            .reason
+            .contains("filteredNodeList: not a JSON array of node names"),
+        "{}",
+        reply.reason
     );
 }
 
