@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use sharing_affinity_core::model::Pod;
 
 use super::store::ObjectStore;
+use crate::limits::{Limits, MemoryLimiter};
 
 /// One framework cluster event returned by `enqueue` through `result.cluster_events`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +92,9 @@ pub struct CallStack {
     pub node_scores: Option<Vec<(String, i64)>>,
     /// `result.status_reason` (last call wins).
     pub result_status_reason: String,
+    /// The last `result.status_reason` lay outside the guest's memory: the call's status is an
+    /// `Error` whatever code the guest returns (upstream keeps the code; see docs/RELIABILITY.md).
+    pub result_status_reason_unreadable: bool,
     /// `result.node_names`; `None` = all nodes.
     pub result_node_names: Option<Vec<String>>,
     /// `result.nominated_node_name`.
@@ -116,6 +120,8 @@ pub struct Settings {
     pub args: Vec<String>,
     /// Whether `sharing-affinity.dra/v1` is provided.
     pub dra_extension: bool,
+    /// The guests' resource limits.
+    pub limits: Limits,
 }
 
 /// Encoded bytes tagged with the store revision of the object they encode.
@@ -180,6 +186,9 @@ impl Default for WasiState {
     }
 }
 
+/// The most output (stdout and stderr) kept from one call, for its error message.
+pub const MAX_CAPTURED_OUTPUT: usize = 64 << 10;
+
 /// Store data of one guest instance.
 #[derive(Debug)]
 pub struct GuestData {
@@ -187,8 +196,12 @@ pub struct GuestData {
     pub shared: Arc<Shared>,
     /// The current call's stack; `None` outside a framework callback (e.g. in the first `_start`).
     pub stack: Option<CallStack>,
-    /// Captured stdout and stderr, reset after every call.
+    /// Captured stdout and stderr, reset after every call; at most [`MAX_CAPTURED_OUTPUT`] bytes.
     pub out: Vec<u8>,
+    /// Bytes written to stdout and stderr in this call beyond [`MAX_CAPTURED_OUTPUT`] (dropped).
+    pub out_dropped: u64,
+    /// The instance's memory limiter.
+    pub limiter: MemoryLimiter,
     /// WASI clocks and random.
     pub wasi: WasiState,
     /// The instance name (`1`, `2`, ...), as wazero's module name.

@@ -11,7 +11,7 @@
 use wasmtime::{Caller, FuncType, Linker, Val};
 
 use super::abi::MODULE_WASI;
-use super::context::GuestData;
+use super::context::{GuestData, MAX_CAPTURED_OUTPUT};
 use super::imports::{read, write};
 use super::table::WASI;
 use super::trap::ProcExit;
@@ -145,7 +145,10 @@ pub fn add_wasi(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
                 let Some(bytes) = read(&mut c, ptr, len) else {
                     return errno::EFAULT;
                 };
-                c.data_mut().out.extend_from_slice(&bytes);
+                let data = c.data_mut();
+                let room = MAX_CAPTURED_OUTPUT.saturating_sub(data.out.len()).min(bytes.len());
+                data.out.extend_from_slice(&bytes[..room]);
+                data.out_dropped += (bytes.len() - room) as u64;
                 total = total.wrapping_add(bytes.len() as u32);
             }
             if write_u32(&mut c, nwritten, total) {
