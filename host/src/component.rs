@@ -166,6 +166,31 @@ impl ComponentEngine {
         self.limits
     }
 
+    /// Sends one batch of raw object events (`kind`, object JSON as the guest receives it, valid or
+    /// not) through the component's `update` export, and journals it like [`Engine::load`]'s.
+    /// Returns the events the plugin rejected, as (index in the batch, message); a trap is an
+    /// `Error` status (the instance is then replaced and restored without this batch).
+    pub fn update_events(
+        &mut self,
+        events: &[(sharing_affinity_core::plugin::EventKind, String)],
+    ) -> Result<Vec<(u32, String)>, CoreStatus> {
+        use sharing_affinity_core::plugin::EventKind as Kind;
+        let events: Vec<Event> = events
+            .iter()
+            .map(|(kind, object)| Event {
+                kind: match kind {
+                    Kind::Add => EventKind::Add,
+                    Kind::Update => EventKind::Update,
+                    Kind::Delete => EventKind::Delete,
+                },
+                object: object.clone(),
+            })
+            .collect();
+        let errors = self.call("update", |plugin, store| plugin.call_update(store, &events))?;
+        self.journal.push(Entry::Events(events));
+        Ok(errors.into_iter().map(|e| (e.index, e.message)).collect())
+    }
+
     /// A status from the guest; a reason longer than the limit makes it an `Error` saying so (the
     /// reason is then cut to its first 256 bytes).
     fn checked(&self, status: bindings::Status, what: &str) -> CoreStatus {
