@@ -22,8 +22,7 @@ use crate::entries::{Leaf, set_leaf};
 
 /// The cluster both targets start from: two nodes, NIC slices with an extractor, claims and
 /// pending pods.
-pub const HOST_CLUSTER: &str =
-    include_str!("../../testdata/multi-node-packing-compatible-lock/cluster.json");
+pub const HOST_CLUSTER: &str = include_str!("../../testdata/multi-node-packing-compatible-lock/cluster.json");
 
 /// Limits for fuzzed guests: small, so a slow input is found as a timeout quickly.
 fn fuzz_limits() -> Limits {
@@ -268,7 +267,10 @@ fn host_cluster() -> Cluster {
 
 fn check(hook: &str, status: &KsweStatus) {
     if status.trapped {
-        assert!(!status.reason.is_empty(), "{hook}: a failed call without a reason");
+        assert!(
+            !status.reason.is_empty(),
+            "{hook}: a failed call without a reason"
+        );
     }
 }
 
@@ -312,7 +314,11 @@ pub fn run_kswe_program(calls: &[Call]) -> usize {
         panic!("the host cluster has pods");
     };
     let node = pod.pod.spec.node_name.clone();
-    let node = if node.is_empty() { "node-1".to_string() } else { node };
+    let node = if node.is_empty() {
+        "node-1".to_string()
+    } else {
+        node
+    };
     let mut failed = 0;
     let mut note = |hook: &str, status: &KsweStatus| {
         check(hook, status);
@@ -495,11 +501,7 @@ pub fn component_events(data: &[u8]) {
     let Ok(batches) = Vec::<Vec<Ev>>::arbitrary(&mut u) else {
         return;
     };
-    let batches: Vec<&[Ev]> = batches
-        .iter()
-        .take(8)
-        .map(|b| &b[..b.len().min(16)])
-        .collect();
+    let batches: Vec<&[Ev]> = batches.iter().take(8).map(|b| &b[..b.len().min(16)]).collect();
     run_component_events(&batches);
 }
 
@@ -544,11 +546,7 @@ pub fn run_component_events(batches: &[&[Ev]]) -> usize {
         }
         for node in &nodes {
             let (a, b) = (native.filter(node), component.filter(node));
-            assert_eq!(
-                (a.code, &a.reason),
-                (b.code, &b.reason),
-                "filter {pod} on {node}"
-            );
+            assert_eq!((a.code, &a.reason), (b.code, &b.reason), "filter {pod} on {node}");
         }
     }
     assert_eq!(component.replacements(), 0, "the component trapped");

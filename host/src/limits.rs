@@ -132,9 +132,7 @@ pub fn start_ticker(engine: &wasmtime::Engine) {
             .spawn(move || {
                 loop {
                     std::thread::sleep(TICK);
-                    let mut list = engines
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let mut list = engines.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                     list.retain(|weak| match weak.upgrade() {
                         Some(engine) => {
                             engine.increment_epoch();
@@ -164,7 +162,12 @@ impl MemoryLimiter {
 }
 
 impl wasmtime::ResourceLimiter for MemoryLimiter {
-    fn memory_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn memory_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > self.memory_bytes {
             return Err(wasmtime::Error::new(Exceeded::Memory {
                 limit: self.memory_bytes,
@@ -176,7 +179,12 @@ impl wasmtime::ResourceLimiter for MemoryLimiter {
         Ok(true)
     }
 
-    fn table_growing(&mut self, current: usize, desired: usize, _maximum: Option<usize>) -> wasmtime::Result<bool> {
+    fn table_growing(
+        &mut self,
+        current: usize,
+        desired: usize,
+        _maximum: Option<usize>,
+    ) -> wasmtime::Result<bool> {
         if desired > MAX_TABLE_ELEMENTS {
             return Err(wasmtime::Error::new(Exceeded::Table {
                 limit: MAX_TABLE_ELEMENTS,
@@ -324,7 +332,11 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
         "K" | "KiB" => 10,
         "M" | "MiB" => 20,
         "G" | "GiB" => 30,
-        other => return Err(format!("{text:?}: unknown unit {other:?} (use B, KiB, MiB or GiB)")),
+        other => {
+            return Err(format!(
+                "{text:?}: unknown unit {other:?} (use B, KiB, MiB or GiB)"
+            ));
+        }
     };
     number
         .checked_mul(1 << shift)
@@ -361,7 +373,11 @@ mod tests {
             time_per_call: time,
             ..Limits::default()
         };
-        assert_eq!(with(Duration::ZERO).deadline_ticks(), 0, "zero interrupts at once");
+        assert_eq!(
+            with(Duration::ZERO).deadline_ticks(),
+            0,
+            "zero interrupts at once"
+        );
         assert_eq!(with(Duration::from_millis(1)).deadline_ticks(), 2);
         assert_eq!(with(TICK).deadline_ticks(), 2);
         assert_eq!(with(TICK * 3 + Duration::from_nanos(1)).deadline_ticks(), 5);

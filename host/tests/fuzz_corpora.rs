@@ -105,7 +105,13 @@ fn kswe_imports_programs_reach_the_host_functions() {
     let call = |function, args| Call { function, args };
     let garbage = call(
         index("currentPod"),
-        [Arg::Any(0xffff_ff00), Arg::Any(0x7fff_ffff), Arg::Small(0), Arg::Small(0), Arg::Small(0)],
+        [
+            Arg::Any(0xffff_ff00),
+            Arg::Any(0x7fff_ffff),
+            Arg::Small(0),
+            Arg::Small(0),
+            Arg::Small(0),
+        ],
     );
     // The hooks that answer with a status after a failed call: prefilter, filter, postfilter,
     // addpod, prescore, score, reserve, permit. (NormalizeScore's failure is the Go host's size
@@ -116,7 +122,13 @@ fn kswe_imports_programs_reach_the_host_functions() {
     assert_eq!(run_kswe_program(&[exit]), 8, "each replacement exits again");
     let in_bounds = call(
         index("currentPod"),
-        [Arg::Low(0x1000), Arg::Low(0x8000), Arg::Small(0), Arg::Small(0), Arg::Small(0)],
+        [
+            Arg::Low(0x1000),
+            Arg::Low(0x8000),
+            Arg::Small(0),
+            Arg::Small(0),
+            Arg::Small(0),
+        ],
     );
     assert_eq!(run_kswe_program(&[in_bounds]), 0, "a pod written in bounds");
 }

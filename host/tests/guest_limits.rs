@@ -128,16 +128,8 @@ fn component_deep_recursion_ends_at_the_stack_limit() {
             max_wasm_stack: stack,
             ..small_limits()
         };
-        let expected = format!(
-            "guest exceeded its wasm stack limit of {} KiB",
-            stack >> 10
-        );
-        component_case(
-            limits,
-            "recurse",
-            &["plugin trapped in filter", &expected],
-            true,
-        );
+        let expected = format!("guest exceeded its wasm stack limit of {} KiB", stack >> 10);
+        component_case(limits, "recurse", &["plugin trapped in filter", &expected], true);
     }
 }
 
@@ -302,10 +294,7 @@ fn kswe_deep_recursion_ends_at_the_stack_limit() {
             max_wasm_stack: stack,
             ..small_limits()
         };
-        let expected = format!(
-            "guest exceeded its wasm stack limit of {} KiB",
-            stack >> 10
-        );
+        let expected = format!("guest exceeded its wasm stack limit of {} KiB", stack >> 10);
         kswe_case(limits, "recurse", &[&expected, "stack overflow"], true);
     }
 }
@@ -367,7 +356,11 @@ fn kswe_limits_apply_to_score_and_a_zero_time_limit_interrupts_at_once() {
     let p = pod();
     let (score, status) = host.score(&p, "grow").unwrap();
     assert_eq!((score, status.code), (0, 1));
-    assert!(status.reason.contains("memory limit of 16 MiB"), "{}", status.reason);
+    assert!(
+        status.reason.contains("memory limit of 16 MiB"),
+        "{}",
+        status.reason
+    );
     assert_eq!(host.score(&p, "node-ok").unwrap().0, 50);
     host.set_time_per_call(Duration::ZERO);
     let status = host.filter(&p, "node-ok").unwrap();
@@ -510,7 +503,13 @@ fn native_decisions(cluster: &Cluster, config: &str) -> serde_json::Value {
     report::decisions(&replay(&mut engine, cluster, &mut || {}).unwrap())
 }
 
-fn check_hostile_replay<E: Interruptible>(name: &str, engine: E, cluster: &Cluster, config: &str, every: usize) {
+fn check_hostile_replay<E: Interruptible>(
+    name: &str,
+    engine: E,
+    cluster: &Cluster,
+    config: &str,
+    every: usize,
+) {
     let mut hostile = Hostile {
         inner: engine,
         every,

@@ -124,8 +124,10 @@ fn take_output(data: &mut GuestData) -> Vec<u8> {
     let dropped = std::mem::take(&mut data.out_dropped);
     if dropped > 0 {
         out.extend_from_slice(
-            format!("\n[{dropped} more bytes of output dropped: the host keeps {MAX_CAPTURED_OUTPUT} per call]")
-                .as_bytes(),
+            format!(
+                "\n[{dropped} more bytes of output dropped: the host keeps {MAX_CAPTURED_OUTPUT} per call]"
+            )
+            .as_bytes(),
         );
     }
     out

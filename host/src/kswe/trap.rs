@@ -166,10 +166,7 @@ impl DebugInfo {
             );
         }
         if let Some(limit) = err.downcast_ref::<Exceeded>() {
-            return format!(
-                "{limit}\nwasm stack trace:\n\t{}",
-                self.stack(err).join("\n\t")
-            );
+            return format!("{limit}\nwasm stack trace:\n\t{}", self.stack(err).join("\n\t"));
         }
         if let Some(trap) = err.downcast_ref::<Trap>() {
             return format!(

@@ -146,7 +146,9 @@ pub fn add_wasi(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
                     return errno::EFAULT;
                 };
                 let data = c.data_mut();
-                let room = MAX_CAPTURED_OUTPUT.saturating_sub(data.out.len()).min(bytes.len());
+                let room = MAX_CAPTURED_OUTPUT
+                    .saturating_sub(data.out.len())
+                    .min(bytes.len());
                 data.out.extend_from_slice(&bytes[..room]);
                 data.out_dropped += (bytes.len() - room) as u64;
                 total = total.wrapping_add(bytes.len() as u32);
