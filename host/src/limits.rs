@@ -291,7 +291,7 @@ impl fmt::Display for Bytes {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let n = self.0;
         for (shift, unit) in [(30, "GiB"), (20, "MiB"), (10, "KiB")] {
-            if n >= 1 << shift && n % (1 << shift) == 0 {
+            if n >= 1 << shift && n.is_multiple_of(1 << shift) {
                 return write!(f, "{} {unit}", n >> shift);
             }
         }
@@ -308,7 +308,7 @@ impl fmt::Display for Time {
         let ms = self.0.as_millis();
         if ms == 0 && !self.0.is_zero() {
             write!(f, "{} µs", self.0.as_micros())
-        } else if ms % 1000 == 0 {
+        } else if ms.is_multiple_of(1000) {
             write!(f, "{} s", ms / 1000)
         } else if ms < 1000 {
             write!(f, "{ms} ms")
