@@ -42,6 +42,9 @@ pub const DEFAULT_MAX_STATUS_REASON_BYTES: usize = 16 << 10;
 /// table, far below the 32 GiB a `u32` element count would reserve.
 pub const MAX_TABLE_ELEMENTS: usize = 1 << 20;
 
+/// The largest deadline set, in ticks (about 1.5 billion years at [`TICK`]): effectively none.
+pub const MAX_DEADLINE_TICKS: u64 = 1 << 62;
+
 /// Resource limits for one plugin instance. See the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Limits {
@@ -75,14 +78,15 @@ impl Default for Limits {
 impl Limits {
     /// The epoch deadline for one call, in ticks from now: 0 for a zero time limit; otherwise one
     /// more than the time rounded up, so the guest gets at least `time_per_call` whenever the
-    /// next tick falls.
+    /// next tick falls. At most [`MAX_DEADLINE_TICKS`]: wasmtime adds it to the current epoch
+    /// unchecked, and a wrapped sum would interrupt at once.
     pub fn deadline_ticks(&self) -> u64 {
         if self.time_per_call.is_zero() {
             return 0;
         }
         let tick = TICK.as_nanos();
-        let ticks = self.time_per_call.as_nanos().div_ceil(tick);
-        u64::try_from(ticks).unwrap_or(u64::MAX - 1).saturating_add(1)
+        let ticks = self.time_per_call.as_nanos().div_ceil(tick).saturating_add(1);
+        u64::try_from(ticks).map_or(MAX_DEADLINE_TICKS, |t| t.min(MAX_DEADLINE_TICKS))
     }
 
     /// Sets the engine-level settings: epoch interruption and the wasm stack.
@@ -381,7 +385,11 @@ mod tests {
         assert_eq!(with(Duration::from_millis(1)).deadline_ticks(), 2);
         assert_eq!(with(TICK).deadline_ticks(), 2);
         assert_eq!(with(TICK * 3 + Duration::from_nanos(1)).deadline_ticks(), 5);
-        assert_eq!(with(Duration::MAX).deadline_ticks(), u64::MAX);
+        assert_eq!(
+            with(Duration::MAX).deadline_ticks(),
+            MAX_DEADLINE_TICKS,
+            "no overflow when wasmtime adds the current epoch"
+        );
     }
 
     #[test]

@@ -203,6 +203,19 @@ fn component_limits_apply_to_every_hook_and_the_cycle_goes_on() {
 }
 
 #[test]
+fn an_unbounded_time_limit_does_not_wrap_into_an_immediate_interrupt() {
+    let limits = Limits {
+        time_per_call: Duration::MAX,
+        ..small_limits()
+    };
+    let mut engine = component_engine(limits);
+    assert!(engine.prefilter("ns/pod").is_success());
+    assert!(engine.filter("node-ok").is_success());
+    let mut host = kswe_host(limits);
+    assert!(host.filter(&pod(), "node-ok").unwrap().is_success());
+}
+
+#[test]
 fn component_stack_limits_must_match_the_compiled_ones() {
     let plugin = ComponentPlugin::from_bytes(hostile_component()).unwrap();
     let limits = Limits {
