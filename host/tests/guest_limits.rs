@@ -364,6 +364,21 @@ fn kswe_captured_output_is_cut_at_64_kib() {
 }
 
 #[test]
+fn kswe_keeps_at_most_10000_log_records_until_they_are_taken() {
+    let mut host = kswe_host(small_limits());
+    let status = host.filter(&pod(), "klog-flood").unwrap();
+    assert!(status.is_success(), "{status:?}");
+    let logs = host.take_logs();
+    assert_eq!(logs.len(), 10_001);
+    assert_eq!(
+        logs[10_000].message,
+        "10000 more log records dropped: the host keeps 10000 until they are taken"
+    );
+    assert_eq!(logs[0].message, "klo", "the guest's record");
+    assert!(host.take_logs().is_empty(), "taking resets the count");
+}
+
+#[test]
 fn kswe_limits_apply_to_score_and_a_zero_time_limit_interrupts_at_once() {
     let mut host = kswe_host(small_limits());
     let p = pod();

@@ -142,9 +142,38 @@ pub struct Cluster {
     pub node_bytes: HashMap<String, RevisionBytes>,
     /// The last change feed built, by (cursor, store revision).
     pub feed_cache: Option<(String, u64, Arc<String>)>,
+    /// klog records dropped since the last `take_logs` because [`MAX_PENDING_RECORDS`] were
+    /// waiting.
+    pub logs_dropped: u64,
+    /// Recorded events dropped since the last `take_events`, likewise.
+    pub events_dropped: u64,
     /// Fault injection for tests: the next call of this `k8s.io/scheduler` getter traps (once),
     /// as a Go host panic would. Set with `KsweHost::inject_trap`.
     pub trap_next: Option<String>,
+}
+
+/// The most klog records (and, apart, recorded events) the host keeps until they are taken; a
+/// guest logging in a loop cannot grow the host's memory past it.
+pub const MAX_PENDING_RECORDS: usize = 10_000;
+
+impl Cluster {
+    /// Keeps a klog record, or counts it as dropped when [`MAX_PENDING_RECORDS`] are waiting.
+    pub fn push_log(&mut self, record: LogRecord) {
+        if self.logs.len() < MAX_PENDING_RECORDS {
+            self.logs.push(record);
+        } else {
+            self.logs_dropped += 1;
+        }
+    }
+
+    /// Keeps a recorded event, or counts it as dropped.
+    pub fn push_event(&mut self, event: RecordedEvent) {
+        if self.events.len() < MAX_PENDING_RECORDS {
+            self.events.push(event);
+        } else {
+            self.events_dropped += 1;
+        }
+    }
 }
 
 /// State shared by all instances: settings and the cluster.

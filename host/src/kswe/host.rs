@@ -303,14 +303,34 @@ impl KsweHost {
         self.factory.limits.time_per_call = time;
     }
 
-    /// Takes the klog records collected so far.
+    /// Takes the klog records collected so far; when some were dropped (more than
+    /// [`super::context::MAX_PENDING_RECORDS`] waiting), a last error record says how many.
     pub fn take_logs(&self) -> Vec<LogRecord> {
-        std::mem::take(&mut self.cluster().logs)
+        let mut cluster = self.cluster();
+        let mut logs = std::mem::take(&mut cluster.logs);
+        let dropped = std::mem::take(&mut cluster.logs_dropped);
+        if dropped > 0 {
+            logs.push(LogRecord {
+                severity: 2,
+                message: format!(
+                    "{dropped} more log records dropped: the host keeps {} until they are taken",
+                    super::context::MAX_PENDING_RECORDS
+                ),
+                kvs: Vec::new(),
+            });
+        }
+        logs
     }
 
-    /// Takes the events recorded so far.
+    /// Takes the events recorded so far (at most [`super::context::MAX_PENDING_RECORDS`]; see
+    /// [`KsweHost::events_dropped`]).
     pub fn take_events(&self) -> Vec<RecordedEvent> {
         std::mem::take(&mut self.cluster().events)
+    }
+
+    /// How many recorded events were dropped since the last call (the limit was reached).
+    pub fn events_dropped(&self) -> u64 {
+        std::mem::take(&mut self.cluster().events_dropped)
     }
 
     /// Number of instances created so far (each ran `_start` once).
@@ -664,7 +684,7 @@ impl KsweHost {
 
     fn logged(&self, what: &str, raw: Raw) -> Option<String> {
         let Raw::Failed(message) = raw else { return None };
-        self.cluster().logs.push(LogRecord {
+        self.cluster().push_log(LogRecord {
             severity: 2,
             message: what.into(),
             kvs: vec!["err".into(), message.clone()],

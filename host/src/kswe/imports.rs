@@ -378,7 +378,7 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
             const F: (&str, &str) = (M, "handle.eventrecorder.eventf");
             let bytes = read_or_panic(&mut c, buf, len, F, "eventrecorder event")?;
             let event = parse_event(&bytes).map_err(|e| host_panic(F, e))?;
-            c.data().shared.cluster().events.push(event);
+            c.data().shared.cluster().push_event(event);
             Ok(())
         },
     )?;
@@ -483,7 +483,7 @@ fn parse_event(bytes: &[u8]) -> Result<RecordedEvent, String> {
 fn record_log(c: &C<'_>, severity: i32, message: String, kvs: Vec<String>) {
     // klog.Info for 0 and klog.Error for 2; warnings and fatal are dropped, as upstream.
     if severity == 0 || severity == 2 {
-        c.data().shared.cluster().logs.push(LogRecord {
+        c.data().shared.cluster().push_log(LogRecord {
             severity,
             message,
             kvs,

@@ -8,12 +8,14 @@
 ;;   x  result.status_reason(0xfffffff0, 100), return 0 -> a reason outside memory: an Error status
 ;;   p  currentPod(0xffffff00, 0x7fffffff)             -> the host cannot write there: a trap
 ;;   o  write 64 KiB to stdout 32 times, then trap     -> the captured output is cut at 64 KiB
+;;   k  log 20,000 klog records, return 0              -> the host keeps 10,000
 ;;   anything else: success (score 50).
 ;; prefilter always succeeds.
 (module $hostile_kswe
   (import "k8s.io/scheduler" "currentNodeName" (func $current_node_name (param i32 i32) (result i32)))
   (import "k8s.io/scheduler" "currentPod" (func $current_pod (param i32 i32) (result i32)))
   (import "k8s.io/scheduler" "result.status_reason" (func $status_reason (param i32 i32)))
+  (import "k8s.io/klog" "log" (func $log (param i32 i32 i32)))
   (import "wasi_snapshot_preview1" "fd_write" (func $fd_write (param i32 i32 i32 i32) (result i32)))
   (memory (export "memory") 2)
 
@@ -53,6 +55,12 @@
           (local.set $i (i32.add (local.get $i) (i32.const 1)))
           (br_if $write (i32.lt_u (local.get $i) (i32.const 32))))
         unreachable))
+    (if (i32.eq (local.get $c) (i32.const 107))
+      (then
+        (loop $log
+          (call $log (i32.const 0) (i32.const 256) (i32.const 3))
+          (local.set $i (i32.add (local.get $i) (i32.const 1)))
+          (br_if $log (i32.lt_u (local.get $i) (i32.const 20000))))))
     (i32.const 0))
 
   (func $prefilter (export "prefilter") (result i32) (i32.const 0))
