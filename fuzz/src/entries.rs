@@ -429,7 +429,7 @@ fn upsert(mirror: &mut Vec<Object>, o: Object) {
 }
 
 /// Replaces the `at`-th leaf (modulo the number of leaves, depth first) of `v`.
-fn set_leaf(v: &mut Value, at: usize, leaf: &Leaf) {
+pub fn set_leaf(v: &mut Value, at: usize, leaf: &Leaf) {
     let count = count_leaves(v);
     if count == 0 {
         return;

@@ -2,10 +2,13 @@
 //!
 //! Set-up runs once, in the order Engine → Component → Linker → InstancePre ([`ComponentPlugin`]);
 //! every [`ComponentEngine`] instantiates from the shared `InstancePre` into its own `Store`. Each
-//! call into the guest gets a fuel budget ([`Limits::fuel_per_call`]) and the store a memory limit
-//! ([`Limits::memory_bytes`]).
+//! call into the guest gets a time limit ([`Limits::time_per_call`], wasmtime epoch interruption),
+//! the store a memory limit ([`Limits::memory_bytes`]), the engine a wasm stack limit
+//! ([`Limits::max_wasm_stack`]); a status reason longer than [`Limits::max_status_reason_bytes`]
+//! becomes an `Error` status saying so (see [`crate::limits`]).
 //!
-//! A trap (a guest panic, an out-of-bounds access, exhausted fuel or memory) never ends the replay:
+//! A trap (a guest panic, an out-of-bounds access or a garbage pointer in what it returns, a limit
+//! hit) never ends the replay:
 //! the call answers with an `Error` status carrying the trap message, and the engine replaces the
 //! store and instance and restores the plugin's state. To restore, it keeps a journal of everything
 //! that changed the state: the configuration, each batch of object events, and each bound pod with
@@ -16,69 +19,25 @@
 //! are filtered again, so `score`, `reserve` and `bind` still work after a trap in a later call.
 
 use std::path::Path;
+use std::time::Duration;
 
 use sharing_affinity_core::object::Object;
 use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
 use wasmtime::component::{Component, Linker};
 use wasmtime::error::Context;
-use wasmtime::{Config, Result, Store, StoreLimits, StoreLimitsBuilder, Trap, format_err};
+use wasmtime::{Config, Result, Store, Trap, format_err};
 
 use crate::bindings::sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
 use crate::bindings::{self, Event, PluginPre};
 use crate::engine::Engine;
+pub use crate::limits::Limits;
+use crate::limits::{Exceeded, MemoryLimiter, exceeded};
 
-/// Resource limits for one plugin instance.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Limits {
-    /// Fuel for one call into the guest (roughly one unit per wasm instruction). An `update` batch
-    /// gets this much per event, plus one budget. Running out is a trap: an `Error` status.
-    pub fuel_per_call: u64,
-    /// Largest linear memory the instance may grow to, in bytes; a failed allocation in the guest
-    /// aborts it (a trap).
-    pub memory_bytes: usize,
-}
-
-impl Default for Limits {
-    /// 4 billion units of fuel per call (seconds of guest work) and 1 GiB of memory.
-    fn default() -> Self {
-        Limits {
-            fuel_per_call: 4_000_000_000,
-            memory_bytes: 1 << 30,
-        }
-    }
-}
-
-/// The data each store carries: its memory limiter, and the largest linear memory it allowed.
+/// The data each store carries: its memory limiter (which records the largest linear memory it
+/// allowed).
 pub struct HostState {
-    limits: StoreLimits,
-    peak_memory: usize,
-}
-
-impl wasmtime::ResourceLimiter for HostState {
-    fn memory_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> Result<bool> {
-        let allowed = self.limits.memory_growing(current, desired, maximum)?;
-        if allowed {
-            self.peak_memory = self.peak_memory.max(desired);
-        }
-        Ok(allowed)
-    }
-
-    fn table_growing(&mut self, current: usize, desired: usize, maximum: Option<usize>) -> Result<bool> {
-        self.limits.table_growing(current, desired, maximum)
-    }
-
-    fn instances(&self) -> usize {
-        self.limits.instances()
-    }
-
-    fn tables(&self) -> usize {
-        self.limits.tables()
-    }
-
-    fn memories(&self) -> usize {
-        self.limits.memories()
-    }
+    limiter: MemoryLimiter,
 }
 
 /// A compiled, pre-linked plugin component, built once and shared by every engine instance.
@@ -86,6 +45,8 @@ impl wasmtime::ResourceLimiter for HostState {
 pub struct ComponentPlugin {
     engine: wasmtime::Engine,
     pre: PluginPre<HostState>,
+    /// The wasm stack limit the component was compiled with.
+    max_wasm_stack: usize,
 }
 
 impl ComponentPlugin {
@@ -95,11 +56,25 @@ impl ComponentPlugin {
         Self::from_bytes(&bytes).with_context(|| format!("loading plugin {}", path.display()))
     }
 
-    /// Compiles a component from its binary.
+    /// Compiles a component from its binary, with the default wasm stack limit.
     pub fn from_bytes(component: &[u8]) -> Result<Self> {
+        Self::from_bytes_with_limits(component, &Limits::default())
+    }
+
+    /// As [`ComponentPlugin::from_file`], compiled for `limits` (the wasm stack is fixed at compile
+    /// time; [`ComponentPlugin::instantiate`] must then get the same `max_wasm_stack`).
+    pub fn from_file_with_limits(path: &Path, limits: &Limits) -> Result<Self> {
+        let bytes = crate::artifact::read_plugin(path)?;
+        Self::from_bytes_with_limits(&bytes, limits)
+            .with_context(|| format!("loading plugin {}", path.display()))
+    }
+
+    /// Compiles a component from its binary, for `limits`.
+    pub fn from_bytes_with_limits(component: &[u8], limits: &Limits) -> Result<Self> {
         let mut config = Config::new();
-        config.consume_fuel(true);
+        limits.configure(&mut config);
         let engine = wasmtime::Engine::new(&config)?;
+        crate::limits::start_ticker(&engine);
         let component = Component::new(&engine, component).context("compiling the plugin component")?;
         let linker = Linker::<HostState>::new(&engine);
         let pre = linker
@@ -107,12 +82,18 @@ impl ComponentPlugin {
             .context("linking the plugin component")?;
         let pre =
             PluginPre::new(pre).context("the component does not export the sharing-affinity:plugin world")?;
-        Ok(ComponentPlugin { engine, pre })
+        Ok(ComponentPlugin {
+            engine,
+            pre,
+            max_wasm_stack: limits.max_wasm_stack,
+        })
     }
 
     /// Instantiates and configures the plugin; `config` is its JSON configuration (empty = defaults).
-    /// An invalid configuration is an error, as is a trap while configuring.
+    /// An invalid configuration is an error, as is a trap while configuring, and so are limits with
+    /// another wasm stack than the component was compiled with.
     pub fn instantiate(&self, config: &str, limits: Limits) -> Result<ComponentEngine> {
+        limits.check_stack(self.max_wasm_stack)?;
         let mut engine = ComponentEngine {
             plugin: self.clone(),
             limits,
@@ -174,10 +155,10 @@ impl ComponentEngine {
         self.replacements
     }
 
-    /// Changes the fuel budget of later calls (tests use a tiny budget to force a trap). Restoring
-    /// an instance keeps the budget given at instantiation.
-    pub fn set_fuel_per_call(&mut self, fuel: u64) {
-        self.limits.fuel_per_call = fuel;
+    /// Changes the time limit of later calls (tests use `Duration::ZERO` to force a trap).
+    /// Restoring an instance keeps the limits given at instantiation.
+    pub fn set_time_per_call(&mut self, time: Duration) {
+        self.limits.time_per_call = time;
     }
 
     /// The current limits.
@@ -185,28 +166,71 @@ impl ComponentEngine {
         self.limits
     }
 
+    /// Sends one batch of raw object events (`kind`, object JSON as the guest receives it, valid or
+    /// not) through the component's `update` export, and journals it like [`Engine::load`]'s.
+    /// Returns the events the plugin rejected, as (index in the batch, message); a trap is an
+    /// `Error` status (the instance is then replaced and restored without this batch).
+    pub fn update_events(
+        &mut self,
+        events: &[(sharing_affinity_core::plugin::EventKind, String)],
+    ) -> Result<Vec<(u32, String)>, CoreStatus> {
+        use sharing_affinity_core::plugin::EventKind as Kind;
+        let events: Vec<Event> = events
+            .iter()
+            .map(|(kind, object)| Event {
+                kind: match kind {
+                    Kind::Add => EventKind::Add,
+                    Kind::Update => EventKind::Update,
+                    Kind::Delete => EventKind::Delete,
+                },
+                object: object.clone(),
+            })
+            .collect();
+        let errors = self.call("update", |plugin, store| plugin.call_update(store, &events))?;
+        self.journal.push(Entry::Events(events));
+        Ok(errors.into_iter().map(|e| (e.index, e.message)).collect())
+    }
+
+    /// A status from the guest; a reason longer than the limit makes it an `Error` saying so (the
+    /// reason is then cut to its first 256 bytes).
+    fn checked(&self, status: bindings::Status, what: &str) -> CoreStatus {
+        let limit = self.limits.max_status_reason_bytes;
+        if status.reason.len() <= limit {
+            return core_status(status);
+        }
+        let len = status.reason.len();
+        let mut cut = 256.min(len);
+        while !status.reason.is_char_boundary(cut) {
+            cut -= 1;
+        }
+        CoreStatus::error(format!(
+            "{} in {what} (it begins {:?})",
+            Exceeded::Reason { limit, len },
+            &status.reason[..cut]
+        ))
+    }
+
     /// A new store and instance, configured, with no objects.
     fn fresh_instance(&self) -> Result<Live> {
-        let limits = StoreLimitsBuilder::new()
-            .memory_size(self.restore_limits.memory_bytes)
-            .build();
+        let limits = self.restore_limits;
         let mut store = Store::new(
             &self.plugin.engine,
             HostState {
-                limits,
-                peak_memory: 0,
+                limiter: limits.limiter(),
             },
         );
-        store.limiter(|state| state);
-        store.set_fuel(self.restore_limits.fuel_per_call)?;
+        store.limiter(|state| &mut state.limiter);
+        store.set_epoch_deadline(limits.deadline_ticks());
         let plugin = self
             .plugin
             .pre
             .instantiate(&mut store)
+            .map_err(|e| trap_error(e, &limits))
             .context("instantiating the plugin")?;
+        store.set_epoch_deadline(limits.deadline_ticks());
         plugin
             .call_configure(&mut store, &self.config)
-            .map_err(trap_error)
+            .map_err(|e| trap_error(e, &limits))
             .context("configuring the plugin")?
             .map_err(|e| format_err!("invalid plugin configuration: {e}"))?;
         Ok(Live { store, plugin })
@@ -221,10 +245,10 @@ impl ComponentEngine {
         for entry in &self.journal {
             match entry {
                 Entry::Events(events) => {
-                    live.store.set_fuel(update_budget(limits, events.len()))?;
+                    live.store.set_epoch_deadline(limits.deadline_ticks());
                     live.plugin
                         .call_update(&mut live.store, events)
-                        .map_err(trap_error)?;
+                        .map_err(|e| trap_error(e, &limits))?;
                 }
                 Entry::Bound {
                     pod,
@@ -237,18 +261,18 @@ impl ComponentEngine {
             }
         }
         if let Some(cycle) = &self.cycle {
-            live.store.set_fuel(limits.fuel_per_call)?;
+            live.store.set_epoch_deadline(limits.deadline_ticks());
             let status = live
                 .plugin
                 .call_prefilter(&mut live.store, &cycle.pod)
-                .map_err(trap_error)?;
+                .map_err(|e| trap_error(e, &limits))?;
             expect_success(status, || format!("prefilter of pod {}", cycle.pod))?;
             for node in &cycle.feasible {
-                live.store.set_fuel(limits.fuel_per_call)?;
+                live.store.set_epoch_deadline(limits.deadline_ticks());
                 let status = live
                     .plugin
                     .call_filter(&mut live.store, node)
-                    .map_err(trap_error)?;
+                    .map_err(|e| trap_error(e, &limits))?;
                 expect_success(status, || format!("filter of pod {} on node {node}", cycle.pod))?;
             }
         }
@@ -256,12 +280,11 @@ impl ComponentEngine {
         Ok(())
     }
 
-    /// Calls the guest with a fresh fuel budget. A trap becomes an `Error` status, after which the
+    /// Calls the guest with a fresh time limit. A trap becomes an `Error` status, after which the
     /// instance is replaced and restored.
     fn call<T>(
         &mut self,
         what: &str,
-        fuel: u64,
         f: impl FnOnce(&bindings::Plugin, &mut Store<HostState>) -> Result<T>,
     ) -> Result<T, CoreStatus> {
         if self.live.is_none() {
@@ -272,12 +295,11 @@ impl ComponentEngine {
             .live
             .as_mut()
             .expect("restore succeeded, so there is an instance");
-        let outcome = live
-            .store
-            .set_fuel(fuel)
-            .and_then(|()| f(&live.plugin, &mut live.store));
+        live.store.set_epoch_deadline(self.limits.deadline_ticks());
+        let outcome = f(&live.plugin, &mut live.store);
+        let limits = self.limits;
         outcome.map_err(|err| {
-            let mut reason = format!("plugin trapped in {what}: {}", trap_error(err));
+            let mut reason = format!("plugin trapped in {what}: {}", trap_error(err, &limits));
             if let Err(e) = self.restore() {
                 reason.push_str(&format!("; restoring the instance failed: {e:#}"));
             }
@@ -292,7 +314,9 @@ impl Engine for ComponentEngine {
     }
 
     fn guest_memory_bytes(&mut self) -> Option<u64> {
-        self.live.as_ref().map(|l| l.store.data().peak_memory as u64)
+        self.live
+            .as_ref()
+            .map(|l| l.store.data().limiter.peak_memory() as u64)
     }
 
     fn load(&mut self, objects: &[Object]) -> Result<Vec<String>> {
@@ -303,9 +327,8 @@ impl Engine for ComponentEngine {
                 object: o.to_json().to_string(),
             })
             .collect();
-        let fuel = update_budget(self.limits, events.len());
         let errors = self
-            .call("update", fuel, |plugin, store| plugin.call_update(store, &events))
+            .call("update", |plugin, store| plugin.call_update(store, &events))
             .map_err(|status| format_err!("loading {} objects: {}", events.len(), status.reason))?;
         self.journal.push(Entry::Events(events));
         Ok(errors.into_iter().map(|e| e.message).collect())
@@ -315,10 +338,9 @@ impl Engine for ComponentEngine {
         // A new cycle replaces the previous one; it is recorded once prefilter succeeded, so that a
         // restore after a trap in this very call does not run into the same trap.
         self.cycle = None;
-        let fuel = self.limits.fuel_per_call;
         let status = self
-            .call("prefilter", fuel, |p, s| p.call_prefilter(s, pod))
-            .map(core_status);
+            .call("prefilter", |p, s| p.call_prefilter(s, pod))
+            .map(|s| self.checked(s, "prefilter"));
         let status = status.unwrap_or_else(|trap| trap);
         if status.is_success() {
             self.cycle = Some(Cycle {
@@ -330,10 +352,9 @@ impl Engine for ComponentEngine {
     }
 
     fn filter(&mut self, node: &str) -> CoreStatus {
-        let fuel = self.limits.fuel_per_call;
         let status = self
-            .call("filter", fuel, |p, s| p.call_filter(s, node))
-            .map(core_status);
+            .call("filter", |p, s| p.call_filter(s, node))
+            .map(|s| self.checked(s, "filter"));
         let status = status.unwrap_or_else(|trap| trap);
         if status.is_success()
             && let Some(cycle) = &mut self.cycle
@@ -352,35 +373,31 @@ impl Engine for ComponentEngine {
     }
 
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
-        let fuel = self.limits.fuel_per_call;
-        self.call("score", fuel, |p, s| p.call_score(s, node))?
-            .map_err(core_status)
+        self.call("score", |p, s| p.call_score(s, node))?
+            .map_err(|s| self.checked(s, "score"))
     }
 
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
-        let fuel = self.limits.fuel_per_call;
-        let result = self.call("reserve", fuel, |p, s| p.call_reserve(s, node))?;
-        decode_allocations(result.map_err(core_status)?)
+        let result = self.call("reserve", |p, s| p.call_reserve(s, node))?;
+        decode_allocations(result.map_err(|s| self.checked(s, "reserve"))?)
     }
 
     fn unreserve(&mut self, node: &str) {
-        let fuel = self.limits.fuel_per_call;
         // A trap here has nothing to report to: the instance is replaced, and the replacement holds
         // no reservation either, which is what unreserve asks for. Without a cycle (prefilter
         // failed) nothing was reserved; after a failed reserve the plugin reports "no reservation".
         if let Some(cycle) = self.cycle.take() {
-            let _ = self.call("unreserve", fuel, |p, s| p.call_unreserve(s, &cycle.pod, node));
+            let _ = self.call("unreserve", |p, s| p.call_unreserve(s, &cycle.pod, node));
         }
     }
 
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
-        let fuel = self.limits.fuel_per_call;
         let pod = match &self.cycle {
             Some(cycle) => cycle.pod.clone(),
             None => return Err(CoreStatus::error("bind called without a cycle")),
         };
-        let result = self.call("bind", fuel, |p, s| p.call_bind(s, &pod, node))?;
-        let allocations = decode_allocations(result.map_err(core_status)?)?;
+        let result = self.call("bind", |p, s| p.call_bind(s, &pod, node))?;
+        let allocations = decode_allocations(result.map_err(|s| self.checked(s, "bind"))?)?;
         if let Some(cycle) = self.cycle.take() {
             self.journal.push(Entry::Bound {
                 pod: cycle.pod,
@@ -400,31 +417,22 @@ fn rebind(
     node: &str,
     expected: &[ClaimAllocation],
 ) -> Result<()> {
-    live.store.set_fuel(limits.fuel_per_call)?;
+    let trap = |e| trap_error(e, &limits);
+    live.store.set_epoch_deadline(limits.deadline_ticks());
     expect_success(
-        live.plugin
-            .call_prefilter(&mut live.store, pod)
-            .map_err(trap_error)?,
+        live.plugin.call_prefilter(&mut live.store, pod).map_err(trap)?,
         || "prefilter".into(),
     )?;
-    live.store.set_fuel(limits.fuel_per_call)?;
+    live.store.set_epoch_deadline(limits.deadline_ticks());
     expect_success(
-        live.plugin
-            .call_filter(&mut live.store, node)
-            .map_err(trap_error)?,
+        live.plugin.call_filter(&mut live.store, node).map_err(trap)?,
         || "filter".into(),
     )?;
-    live.store.set_fuel(limits.fuel_per_call)?;
-    let reserved = live
-        .plugin
-        .call_reserve(&mut live.store, node)
-        .map_err(trap_error)?;
+    live.store.set_epoch_deadline(limits.deadline_ticks());
+    let reserved = live.plugin.call_reserve(&mut live.store, node).map_err(trap)?;
     reserved.map_err(|s| format_err!("reserve: {}", core_status(s)))?;
-    live.store.set_fuel(limits.fuel_per_call)?;
-    let bound = live
-        .plugin
-        .call_bind(&mut live.store, pod, node)
-        .map_err(trap_error)?;
+    live.store.set_epoch_deadline(limits.deadline_ticks());
+    let bound = live.plugin.call_bind(&mut live.store, pod, node).map_err(trap)?;
     let bound = bound.map_err(|s| format_err!("bind: {}", core_status(s)))?;
     let bound = decode_allocations(bound).map_err(|s| format_err!("bind: {}", s.reason))?;
     if bound != expected {
@@ -447,16 +455,13 @@ fn expect_success(status: bindings::Status, what: impl FnOnce() -> String) -> Re
     }
 }
 
-/// Fuel for an `update` batch: one call's budget per event, plus one.
-fn update_budget(limits: Limits, events: usize) -> u64 {
-    let events = u64::try_from(events).unwrap_or(u64::MAX);
-    limits.fuel_per_call.saturating_mul(events.saturating_add(1))
-}
-
-/// The message of a trap (or of another wasmtime failure), without the wasm backtrace.
-fn trap_error(err: wasmtime::Error) -> wasmtime::Error {
+/// The message of a trap (or of another wasmtime failure), without the wasm backtrace; a limit
+/// the guest ran into is named with its value.
+fn trap_error(err: wasmtime::Error, limits: &Limits) -> wasmtime::Error {
+    if let Some(limit) = exceeded(&err, limits) {
+        return format_err!("{limit}");
+    }
     match err.downcast_ref::<Trap>() {
-        Some(Trap::OutOfFuel) => format_err!("{} (fuel budget per call exhausted)", Trap::OutOfFuel),
         Some(trap) => format_err!("{trap}"),
         None => format_err!("{err:#}"),
     }
@@ -637,26 +642,6 @@ mod tests {
         assert!(
             status.reason.contains("claim ns/c") && status.reason.contains("config"),
             "{status}"
-        );
-    }
-
-    #[test]
-    fn update_budget_scales_with_the_batch_and_saturates() {
-        let limits = Limits {
-            fuel_per_call: 10,
-            memory_bytes: 0,
-        };
-        assert_eq!(update_budget(limits, 0), 10);
-        assert_eq!(update_budget(limits, 4), 50);
-        assert_eq!(
-            update_budget(
-                Limits {
-                    fuel_per_call: u64::MAX,
-                    memory_bytes: 0
-                },
-                2
-            ),
-            u64::MAX
         );
     }
 }

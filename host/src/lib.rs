@@ -6,8 +6,10 @@
 //!
 //! - [`engine`]: the [`engine::Engine`] trait every way of running the plugin implements.
 //! - [`native`]: [`native::NativeEngine`], the core library called directly (the baseline).
-//! - [`component`]: [`component::ComponentEngine`], the WIT component in wasmtime, with fuel and
+//! - [`component`]: [`component::ComponentEngine`], the WIT component in wasmtime, with time and
 //!   memory limits and instance replacement after a trap; [`bindings`] holds the generated code.
+//! - [`limits`]: the guests' resource limits (time per call, memory, wasm stack, status reason),
+//!   shared by both wasm hosts.
 //! - [`kswe`]: a kube-scheduler-wasm-extension host for core modules; [`kswe::KsweEngine`] runs a
 //!   KSWE guest (ours, built with `--features scheduler-abi`, or any other) in the replay.
 //! - [`artifact`]: finds (or builds with cargo) the guest core modules, each in its own target
@@ -24,6 +26,7 @@ pub mod component;
 pub mod engine;
 pub mod generate;
 pub mod kswe;
+pub mod limits;
 pub mod native;
 pub mod replay;
 pub mod report;

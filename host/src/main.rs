@@ -2,8 +2,8 @@
 //!
 //! ```text
 //! sharing-affinity replay CLUSTER.json|SCENARIO_DIR [--engine native|component|kswe] [--plugin FILE.wasm]
-//!     [--config CONFIG.json] [--output table|json] [--explain] [--fuel N] [--binding sync|async]
-//!     [--guest-args ARG...]
+//!     [--config CONFIG.json] [--output table|json] [--explain] [--binding sync|async]
+//!     [--guest-time-limit T] [--guest-memory-limit M] [--guest-stack-limit S] [--guest-args ARG...]
 //! sharing-affinity generate --nodes N --devices-per-node D [--pods P] [--running R] [--affinity-keys K]
 //!     [--groups G] [--profile nic|gpu|fpga|rdma|plain] [--seed S] [--extractors-in-config] [--burst B]
 //!     [--out DIR]
@@ -25,10 +25,11 @@ use std::process::ExitCode;
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sharing_affinity_core::affinity::Config;
-use sharing_affinity_host::component::{ComponentPlugin, Limits};
+use sharing_affinity_host::component::ComponentPlugin;
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::generate::{self, Profile, Spec};
 use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweModule, TrapPolicy};
+use sharing_affinity_host::limits::{self, Limits};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Binding, Cluster, replay_with};
 use sharing_affinity_host::{artifact, audit, report, simulate};
@@ -173,10 +174,18 @@ struct ReplayArgs {
     /// With the table output: the code, reason and score of every node for every pod.
     #[arg(long)]
     explain: bool,
-    /// Fuel per call into the component (about one unit per instruction); exhausting it is an
-    /// `Error` status for that call. Only with --engine component.
-    #[arg(long, value_name = "N")]
-    fuel: Option<u64>,
+    /// Wall time for each call into a wasm guest (`500ms`, `2s`, `1m`; default 60s); a call
+    /// running longer ends with an `Error` status and the instance is replaced.
+    #[arg(long, value_name = "T", value_parser = limits::parse_time)]
+    guest_time_limit: Option<std::time::Duration>,
+    /// Largest linear memory of a wasm guest instance (`256MiB`, `1GiB`; default 1GiB); growing
+    /// past it ends the call with an `Error` status and the instance is replaced.
+    #[arg(long, value_name = "M", value_parser = limits::parse_bytes)]
+    guest_memory_limit: Option<usize>,
+    /// Largest wasm stack of a guest (`512KiB` default, `1MiB`); deeper recursion ends the call
+    /// with an `Error` status and the instance is replaced.
+    #[arg(long, value_name = "S", value_parser = limits::parse_bytes)]
+    guest_stack_limit: Option<usize>,
     /// When binding cycles run: `sync` right after each pod's scheduling cycle; `async` as
     /// kube-scheduler does, pod N's binding cycle after pod N+1's scheduling cycle has started.
     /// Default: async with --engine kswe (the only engine that binds asynchronously), else sync.
@@ -385,18 +394,20 @@ fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
             bail!("--guest-args applies to --engine kswe only (KSWE guests read it as WASI argv)")
         }
         EngineKind::Native => {
-            if args.plugin.is_some() || args.fuel.is_some() {
-                bail!("--plugin and --fuel apply to wasm engines, not to --engine native");
+            if args.plugin.is_some()
+                || args.guest_time_limit.is_some()
+                || args.guest_memory_limit.is_some()
+                || args.guest_stack_limit.is_some()
+            {
+                bail!(
+                    "--plugin and the --guest-*-limit options apply to wasm engines, not to \
+                     --engine native"
+                );
             }
             Ok(Box::new(NativeEngine::new(config)?))
         }
         EngineKind::Kswe => {
-            if args.fuel.is_some() {
-                bail!(
-                    "--fuel applies to --engine component only: the KSWE host, like upstream's, \
-                     has no fuel metering"
-                );
-            }
+            let limits = guest_limits(args);
             let path = match &args.plugin {
                 Some(path) => path.clone(),
                 None => artifact::default_kswe_module()?,
@@ -406,9 +417,10 @@ fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
                 guest_config: config.to_string(),
                 args: args.guest_args.clone(),
                 trap_policy: TrapPolicy::Replace,
+                limits,
                 ..KsweConfig::default()
             };
-            let engine = KsweModule::new(&wasm)
+            let engine = KsweModule::with_limits(&wasm, &limits)
                 .and_then(|module| KsweEngine::with_config(&module, config))
                 .with_context(|| plugin_label(&path))?;
             eprintln!("kswe: EventsToRegister: {}", engine.registered_events());
@@ -419,11 +431,8 @@ fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
                 Some(path) => path.clone(),
                 None => artifact::default_component()?,
             };
-            let plugin = ComponentPlugin::from_file(&path)?;
-            let mut limits = Limits::default();
-            if let Some(fuel) = args.fuel {
-                limits.fuel_per_call = fuel;
-            }
+            let limits = guest_limits(args);
+            let plugin = ComponentPlugin::from_file_with_limits(&path, &limits)?;
             Ok(Box::new(
                 plugin
                     .instantiate(config, limits)
@@ -431,6 +440,21 @@ fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
             ))
         }
     }
+}
+
+/// The guests' limits: the defaults, with the `--guest-*-limit` options applied.
+fn guest_limits(args: &ReplayArgs) -> Limits {
+    let mut limits = Limits::default();
+    if let Some(time) = args.guest_time_limit {
+        limits.time_per_call = time;
+    }
+    if let Some(memory) = args.guest_memory_limit {
+        limits.memory_bytes = memory;
+    }
+    if let Some(stack) = args.guest_stack_limit {
+        limits.max_wasm_stack = stack;
+    }
+    limits
 }
 
 fn plugin_label(path: &Path) -> String {
@@ -542,10 +566,13 @@ mod tests {
         // These fail before any guest is built or read.
         let cases: &[(&[&str], &str)] = &[
             (
-                &["--engine", "kswe", "--fuel", "10"],
-                "--fuel applies to --engine component only",
+                &["--engine", "native", "--guest-time-limit", "1s"],
+                "not to --engine native",
             ),
-            (&["--engine", "native", "--fuel", "10"], "not to --engine native"),
+            (
+                &["--engine", "native", "--guest-memory-limit", "1GiB"],
+                "not to --engine native",
+            ),
             (
                 &["--engine", "native", "--plugin", "p.wasm"],
                 "not to --engine native",
@@ -563,6 +590,32 @@ mod tests {
                 err.as_deref().is_some_and(|e| e.contains(expected)),
                 "{line:?}: {err:?}"
             );
+        }
+    }
+
+    #[test]
+    fn guest_limits_parse_and_override_the_defaults() {
+        let a = args(&[
+            "c.json",
+            "--guest-time-limit",
+            "250ms",
+            "--guest-memory-limit",
+            "256MiB",
+            "--guest-stack-limit",
+            "1MiB",
+        ]);
+        let limits = guest_limits(&a);
+        assert_eq!(limits.time_per_call, std::time::Duration::from_millis(250));
+        assert_eq!(limits.memory_bytes, 256 << 20);
+        assert_eq!(limits.max_wasm_stack, 1 << 20);
+        assert_eq!(guest_limits(&args(&["c.json"])), Limits::default());
+        for bad in [
+            &["c.json", "--guest-time-limit", "5"][..],
+            &["c.json", "--guest-memory-limit", "lots"],
+        ] {
+            let mut full = vec!["sharing-affinity", "replay"];
+            full.extend(bad);
+            assert!(Cli::try_parse_from(full).is_err(), "{bad:?}");
         }
     }
 

@@ -9,6 +9,8 @@
 )]
 #[path = "../../fuzz/src/entries.rs"]
 mod entries;
+#[path = "../../fuzz/src/host_entries.rs"]
+mod host_entries;
 
 use std::path::PathBuf;
 
@@ -68,4 +70,88 @@ fn cycle_entry_reaches_bind_without_violations() {
         let binds = entries::run_cycle(which, &ops);
         assert!(binds > 0, "cluster {which}: no pod was bound");
     }
+}
+
+#[test]
+fn kswe_imports_corpus() {
+    replay("kswe_imports", host_entries::kswe_imports);
+}
+
+#[test]
+fn component_events_corpus() {
+    sharing_affinity_host::artifact::default_component().expect("the component builds");
+    replay("component_events", host_entries::component_events);
+}
+
+/// The interpreter guest reaches the host functions: an empty program fails no hook; a program
+/// whose one call makes the Go host panic (`currentPod` into a buffer outside memory) fails
+/// every hook that runs it; `proc_exit` closes each instance it runs in.
+#[test]
+fn kswe_imports_programs_reach_the_host_functions() {
+    use host_entries::{Arg, Call, host_functions, run_kswe_program};
+    let index = |name: &str| {
+        let i = host_functions()
+            .iter()
+            .position(|f| f.name == name)
+            .unwrap_or_else(|| panic!("no host function {name}"));
+        u16::try_from(i).unwrap()
+    };
+    assert_eq!(
+        host_functions().len() + 1,
+        71,
+        "fuzz/seed_corpora.py's KSWE_HOST_FUNCTIONS must match"
+    );
+    assert_eq!(run_kswe_program(&[]), 0, "the empty program");
+    let call = |function, args| Call { function, args };
+    let garbage = call(
+        index("currentPod"),
+        [
+            Arg::Any(0xffff_ff00),
+            Arg::Any(0x7fff_ffff),
+            Arg::Small(0),
+            Arg::Small(0),
+            Arg::Small(0),
+        ],
+    );
+    // The hooks that answer with a status after a failed call: prefilter, filter, postfilter,
+    // addpod, prescore, score, reserve, permit. (NormalizeScore's failure is the Go host's size
+    // mismatch panic, an error; PreBind and Bind find no binding instance, as Permit's trapped
+    // instance was dropped: an error too.)
+    assert_eq!(run_kswe_program(std::slice::from_ref(&garbage)), 8);
+    let exit = call(index("proc_exit"), [Arg::Small(3); 5]);
+    assert_eq!(run_kswe_program(&[exit]), 8, "each replacement exits again");
+    let in_bounds = call(
+        index("currentPod"),
+        [
+            Arg::Low(0x1000),
+            Arg::Low(0x8000),
+            Arg::Small(0),
+            Arg::Small(0),
+            Arg::Small(0),
+        ],
+    );
+    assert_eq!(run_kswe_program(&[in_bounds]), 0, "a pod written in bounds");
+}
+
+/// Undamaged events are all accepted by both; damaged ones are rejected by both, alike.
+#[test]
+fn component_events_reject_damaged_objects_alike() {
+    use host_entries::{Damage, Ev, run_component_events};
+    sharing_affinity_host::artifact::default_component().expect("the component builds");
+    let objects: Vec<Ev> = (0..16)
+        .map(|object| Ev {
+            kind: 0,
+            object,
+            damage: Damage::None,
+        })
+        .collect();
+    assert_eq!(run_component_events(&[&objects]), 0);
+    let damaged: Vec<Ev> = (0..16)
+        .map(|object| Ev {
+            kind: 0,
+            object,
+            damage: Damage::Truncate(20),
+        })
+        .collect();
+    assert_eq!(run_component_events(&[&objects, &damaged]), 16);
 }

@@ -15,6 +15,7 @@
 
 use std::path::Path;
 use std::sync::OnceLock;
+use std::time::Duration;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
@@ -62,8 +63,8 @@ fn main() {
         structured_and_cel_decide_alike,
     ));
     trials.push(Trial::test(
-        "component/exhausted-fuel-is-an-error-status-and-state-survives",
-        exhausted_fuel,
+        "component/time-limit-is-an-error-status-and-state-survives",
+        time_limit_trap,
     ));
     trials.push(Trial::test(
         "component/trap-mid-cycle-resumes-the-cycle",
@@ -297,7 +298,7 @@ fn native_decisions(cluster: &Cluster) -> Result<Vec<PodOutcome>, Failed> {
     Ok(result.pods)
 }
 
-fn exhausted_fuel() -> Result<(), Failed> {
+fn time_limit_trap() -> Result<(), Failed> {
     let cluster = small_cluster();
     let reference = native_decisions(&cluster)?;
     if reference[0].node.is_none() || reference[1].node.is_some() {
@@ -312,20 +313,20 @@ fn exhausted_fuel() -> Result<(), Failed> {
     let first = schedule(&mut engine, &cluster.pending[0], &cluster.nodes, &mut samples);
     assert_eq!(first, reference[0], "first pod, before any trap");
 
-    // Starve the next call: prefilter runs out of fuel, every node gets its Error status.
-    engine.set_fuel_per_call(1);
+    // Starve the next call: prefilter runs out of time at once, every node gets its Error status.
+    engine.set_time_per_call(Duration::ZERO);
     let starved = schedule(&mut engine, &cluster.pending[1], &cluster.nodes, &mut samples);
     assert_eq!(engine.replacements(), 1, "the trapped instance was replaced");
     let status = &starved.nodes[0].status;
     assert_eq!(status.code, Code::Error, "{status}");
     assert!(
-        status.reason.contains("prefilter") && status.reason.contains("fuel"),
+        status.reason.contains("prefilter") && status.reason.contains("exceeded its time limit of 0 s"),
         "{status}"
     );
     assert!(starved.node.is_none());
 
     // The replacement remembers the first binding: the rest of the replay matches the native one.
-    engine.set_fuel_per_call(Limits::default().fuel_per_call);
+    engine.set_time_per_call(Limits::default().time_per_call);
     for (pod, expected) in cluster.pending.iter().zip(&reference).skip(1) {
         let outcome = schedule(&mut engine, pod, &cluster.nodes, &mut samples);
         assert_eq!(&outcome, expected, "pod {pod} after the trap");
@@ -341,22 +342,22 @@ fn trap_mid_cycle() -> Result<(), Failed> {
         .instantiate("", Limits::default())
         .map_err(|e| format!("{e:#}"))?;
     engine.load(&cluster.objects).map_err(|e| format!("{e:#}"))?;
-    let normal = Limits::default().fuel_per_call;
+    let normal = Limits::default().time_per_call;
     assert!(engine.prefilter(pod).is_success());
 
     // A trap in filter: the replacement resumes the cycle, so filtering again works.
-    engine.set_fuel_per_call(1);
+    engine.set_time_per_call(Duration::ZERO);
     let trapped = engine.filter(node);
     assert_eq!(trapped.code, Code::Error, "{trapped}");
     assert!(trapped.reason.contains("trapped in filter"), "{trapped}");
-    engine.set_fuel_per_call(normal);
+    engine.set_time_per_call(normal);
     assert!(engine.filter(node).is_success(), "filter after the trap");
 
     // A trap in score: the replacement re-filtered the feasible node, so reserve and bind work.
-    engine.set_fuel_per_call(1);
-    let trapped = engine.score(node).expect_err("score runs out of fuel");
+    engine.set_time_per_call(Duration::ZERO);
+    let trapped = engine.score(node).expect_err("score runs out of time");
     assert!(trapped.reason.contains("trapped in score"), "{trapped}");
-    engine.set_fuel_per_call(normal);
+    engine.set_time_per_call(normal);
     engine
         .reserve(node)
         .map_err(|s| format!("reserve after the trap: {s}"))?;

@@ -7,6 +7,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use sharing_affinity_core::model::Pod;
 
 use super::store::ObjectStore;
+use crate::limits::{Limits, MemoryLimiter};
 
 /// One framework cluster event returned by `enqueue` through `result.cluster_events`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -91,6 +92,9 @@ pub struct CallStack {
     pub node_scores: Option<Vec<(String, i64)>>,
     /// `result.status_reason` (last call wins).
     pub result_status_reason: String,
+    /// The last `result.status_reason` lay outside the guest's memory: the call's status is an
+    /// `Error` whatever code the guest returns (upstream keeps the code; see docs/RELIABILITY.md).
+    pub result_status_reason_unreadable: bool,
     /// `result.node_names`; `None` = all nodes.
     pub result_node_names: Option<Vec<String>>,
     /// `result.nominated_node_name`.
@@ -116,6 +120,8 @@ pub struct Settings {
     pub args: Vec<String>,
     /// Whether `sharing-affinity.dra/v1` is provided.
     pub dra_extension: bool,
+    /// The guests' resource limits.
+    pub limits: Limits,
 }
 
 /// Encoded bytes tagged with the store revision of the object they encode.
@@ -136,9 +142,38 @@ pub struct Cluster {
     pub node_bytes: HashMap<String, RevisionBytes>,
     /// The last change feed built, by (cursor, store revision).
     pub feed_cache: Option<(String, u64, Arc<String>)>,
+    /// klog records dropped since the last `take_logs` because [`MAX_PENDING_RECORDS`] were
+    /// waiting.
+    pub logs_dropped: u64,
+    /// Recorded events dropped since the last `take_events`, likewise.
+    pub events_dropped: u64,
     /// Fault injection for tests: the next call of this `k8s.io/scheduler` getter traps (once),
     /// as a Go host panic would. Set with `KsweHost::inject_trap`.
     pub trap_next: Option<String>,
+}
+
+/// The most klog records (and, apart, recorded events) the host keeps until they are taken; a
+/// guest logging in a loop cannot grow the host's memory past it.
+pub const MAX_PENDING_RECORDS: usize = 10_000;
+
+impl Cluster {
+    /// Keeps a klog record, or counts it as dropped when [`MAX_PENDING_RECORDS`] are waiting.
+    pub fn push_log(&mut self, record: LogRecord) {
+        if self.logs.len() < MAX_PENDING_RECORDS {
+            self.logs.push(record);
+        } else {
+            self.logs_dropped += 1;
+        }
+    }
+
+    /// Keeps a recorded event, or counts it as dropped.
+    pub fn push_event(&mut self, event: RecordedEvent) {
+        if self.events.len() < MAX_PENDING_RECORDS {
+            self.events.push(event);
+        } else {
+            self.events_dropped += 1;
+        }
+    }
 }
 
 /// State shared by all instances: settings and the cluster.
@@ -180,6 +215,9 @@ impl Default for WasiState {
     }
 }
 
+/// The most output (stdout and stderr) kept from one call, for its error message.
+pub const MAX_CAPTURED_OUTPUT: usize = 64 << 10;
+
 /// Store data of one guest instance.
 #[derive(Debug)]
 pub struct GuestData {
@@ -187,8 +225,12 @@ pub struct GuestData {
     pub shared: Arc<Shared>,
     /// The current call's stack; `None` outside a framework callback (e.g. in the first `_start`).
     pub stack: Option<CallStack>,
-    /// Captured stdout and stderr, reset after every call.
+    /// Captured stdout and stderr, reset after every call; at most [`MAX_CAPTURED_OUTPUT`] bytes.
     pub out: Vec<u8>,
+    /// Bytes written to stdout and stderr in this call beyond [`MAX_CAPTURED_OUTPUT`] (dropped).
+    pub out_dropped: u64,
+    /// The instance's memory limiter.
+    pub limiter: MemoryLimiter,
     /// WASI clocks and random.
     pub wasi: WasiState,
     /// The instance name (`1`, `2`, ...), as wazero's module name.

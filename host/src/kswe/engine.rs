@@ -26,8 +26,10 @@
 //!
 //! Traps: by default the engine uses [`TrapPolicy::Replace`], so a trapped instance is dropped and
 //! the next call gets a fresh one, whose state comes back from the feed (a full resync on its first
-//! pull); when that happens mid-cycle, the engine re-runs PreFilter for the current pod before the
-//! next hook, so the cycle state is restored too. With [`TrapPolicy::Reuse`]
+//! pull); when that happens mid-cycle, the engine re-runs PreFilter for the current pod, and Filter
+//! on every node that passed it, before the next hook, so the cycle state is restored too. Calls
+//! run under [`crate::limits::Limits`] (time per call, memory, stack, status reason): a limit hit
+//! is a trap like any other. With [`TrapPolicy::Reuse`]
 //! ([`KsweEngine::with_config`]) the engine behaves exactly as upstream: the trapped instance stays
 //! in the pool and nothing is re-run, so the guest itself must recover.
 
@@ -64,7 +66,8 @@ struct CycleState {
     skip_filter: bool,
     /// The node names PreFilter returned (`None`: every node).
     node_names: Option<Vec<String>>,
-    /// Nodes that passed Filter, in call order, each once (PreScore's input; batch guests only).
+    /// Nodes that passed Filter, in call order, each once: PreScore's input for batch guests, and
+    /// the Filter calls a replacement instance gets again when the cycle is restored.
     feasible: Vec<String>,
     /// Batch scores (PreScore/NormalizeScore guests), once computed.
     scores: Option<Vec<(String, i64)>>,
@@ -164,6 +167,11 @@ impl KsweEngine {
         self.traps
     }
 
+    /// Changes the time limit of later guest calls (tests use `Duration::ZERO` to force a trap).
+    pub fn set_time_per_call(&mut self, time: std::time::Duration) {
+        self.host.set_time_per_call(time);
+    }
+
     /// The underlying host (store, logs, pool).
     pub fn host(&mut self) -> &mut KsweHost {
         &mut self.host
@@ -175,7 +183,9 @@ impl KsweEngine {
             .ok_or_else(|| Status::error(format!("{hook} called before prefilter")))
     }
 
-    /// Notes a trapped call; re-runs PreFilter first if an earlier call trapped.
+    /// Restores the cycle if an earlier call trapped: the replacement instance gets PreFilter
+    /// again, then Filter on every node that passed it in this cycle, so the cycle state the guest
+    /// keeps (for example what Filter computed for Score and Reserve) is back.
     fn before(&mut self, hook: &str) -> Result<PreparedPod, Status> {
         let pod = self.current(hook)?;
         if self.restore {
@@ -184,6 +194,20 @@ impl KsweEngine {
             self.after(&status);
             if !status.is_success() && status.code != code::SKIP {
                 return Err(to_status(&status));
+            }
+            if status.code == code::SKIP || self.cycle.skip_filter || !self.host.mask().filter {
+                return Ok(pod);
+            }
+            for node in self.cycle.feasible.clone() {
+                let status = self.host.filter(&pod, &node).map_err(host_error)?;
+                self.after(&status);
+                if !status.is_success() {
+                    return Err(Status::error(format!(
+                        "restoring the cycle of pod {} after a failed call: Filter on node {node},                          which passed before, now gives {}",
+                        super::store::pod_key(&pod.pod),
+                        to_status(&status)
+                    )));
+                }
             }
         }
         Ok(pod)
@@ -195,9 +219,9 @@ impl KsweEngine {
         mask.score && (mask.has(bits::PRE_SCORE) || mask.has(bits::SCORE_EXTENSIONS))
     }
 
-    /// Records a node that passed Filter (once), for a batch-scored guest's PreScore.
+    /// Records a node that passed Filter (once).
     fn passed_filter(&mut self, node: &str) {
-        if self.batch_scoring() && !self.cycle.feasible.iter().any(|n| n == node) {
+        if !self.cycle.feasible.iter().any(|n| n == node) {
             self.cycle.feasible.push(node.to_string());
         }
     }

@@ -8,8 +8,9 @@ use std::sync::Arc;
 use wasmtime::{Engine, Func, Instance, Linker, Module, Store, Val};
 
 use super::abi::{EXPORT_START, Export, Ret};
-use super::context::{CallStack, GuestData, Shared, WasiState};
+use super::context::{CallStack, GuestData, MAX_CAPTURED_OUTPUT, Shared, WasiState};
 use super::trap::{DebugInfo, ProcExit, decorate};
+use crate::limits::Limits;
 
 /// What a call produced.
 #[derive(Debug)]
@@ -58,7 +59,14 @@ impl Guest {
 
     /// Calls an export with the given stack; returns the result and the stack (with the results the
     /// guest set). The captured output is reset after the call, as upstream's `defer g.out.Reset()`.
-    pub fn call(&mut self, export: Export, stack: CallStack, info: &DebugInfo) -> (Raw, CallStack) {
+    /// `limits` gives the call's time limit and names the limits in error messages.
+    pub fn call(
+        &mut self,
+        export: Export,
+        stack: CallStack,
+        info: &DebugInfo,
+        limits: &Limits,
+    ) -> (Raw, CallStack) {
         if let Some(code) = self.closed {
             return (
                 Raw::Failed(decorate(b"", export.name(), &ProcExit(code).to_string())),
@@ -72,6 +80,7 @@ impl Guest {
             );
         };
         self.store.data_mut().stack = Some(stack);
+        self.store.set_epoch_deadline(limits.deadline_ticks());
         let result = match export.ret() {
             Ret::Unit => func
                 .typed::<(), ()>(&self.store)
@@ -88,7 +97,7 @@ impl Guest {
         };
         let data = self.store.data_mut();
         let stack = data.stack.take().unwrap_or_default();
-        let out = std::mem::take(&mut data.out);
+        let out = take_output(data);
         match result {
             Ok(v) => (Raw::Value(v), stack),
             Err(err) => {
@@ -96,12 +105,32 @@ impl Guest {
                     self.closed = Some(exit.0);
                 }
                 (
-                    Raw::Failed(decorate(&out, export.name(), &info.describe(&err))),
+                    Raw::Failed(decorate(
+                        &out,
+                        export.name(),
+                        &info.describe_limited(&err, limits),
+                    )),
                     stack,
                 )
             }
         }
     }
+}
+
+/// Takes the output captured during a call, with a note of how much was dropped past
+/// [`MAX_CAPTURED_OUTPUT`].
+fn take_output(data: &mut GuestData) -> Vec<u8> {
+    let mut out = std::mem::take(&mut data.out);
+    let dropped = std::mem::take(&mut data.out_dropped);
+    if dropped > 0 {
+        out.extend_from_slice(
+            format!(
+                "\n[{dropped} more bytes of output dropped: the host keeps {MAX_CAPTURED_OUTPUT} per call]"
+            )
+            .as_bytes(),
+        );
+    }
+    out
 }
 
 /// Creates guest instances.
@@ -118,6 +147,8 @@ pub struct Factory {
     pub shared: Arc<Shared>,
     /// Instances created so far (the next name is `counter + 1`).
     pub counter: u64,
+    /// The limits of new instances and of calls (the time limit may change between calls).
+    pub limits: Limits,
 }
 
 impl Factory {
@@ -127,20 +158,25 @@ impl Factory {
     pub fn new_guest(&mut self, stack: Option<CallStack>) -> (Result<Guest, String>, Option<CallStack>) {
         self.counter += 1;
         let name = self.counter.to_string();
+        let limits = self.limits;
         let data = GuestData {
             shared: self.shared.clone(),
             stack,
             out: Vec::new(),
+            out_dropped: 0,
+            limiter: limits.limiter(),
             wasi: WasiState::default(),
             name: name.clone(),
         };
         let mut store = Store::new(&self.engine, data);
+        store.limiter(|d| &mut d.limiter);
+        store.set_epoch_deadline(limits.deadline_ticks());
         let instance = match self.linker.instantiate(&mut store, &self.module) {
             Ok(i) => i,
             Err(err) => {
                 let data = store.data_mut();
-                let (stack, out) = (data.stack.take(), std::mem::take(&mut data.out));
-                let described = self.info.describe(&err);
+                let (stack, out) = (data.stack.take(), take_output(data));
+                let described = self.info.describe_limited(&err, &limits);
                 let msg = if err.downcast_ref::<wasmtime::Trap>().is_some() {
                     format!("start function failed: {described}")
                 } else {
@@ -159,6 +195,7 @@ impl Factory {
                 ))
             } else {
                 let mut results = vec![Val::I32(0); ty.results().len()];
+                store.set_epoch_deadline(limits.deadline_ticks());
                 start.call(&mut store, &[], &mut results)
             };
             if let Err(err) = result {
@@ -171,12 +208,12 @@ impl Factory {
                     Some(exit) => Some(exit.to_string()),
                     None => Some(format!(
                         "module[{name}] function[{EXPORT_START}] failed: {}",
-                        self.info.describe(&err)
+                        self.info.describe_limited(&err, &limits)
                     )),
                 };
                 if let Some(message) = message {
                     let data = store.data_mut();
-                    let (stack, out) = (data.stack.take(), std::mem::take(&mut data.out));
+                    let (stack, out) = (data.stack.take(), take_output(data));
                     return (Err(decorate(&out, "instantiate", &message)), stack);
                 }
             }
@@ -184,6 +221,7 @@ impl Factory {
         let data = store.data_mut();
         let stack = data.stack.take();
         data.out.clear();
+        data.out_dropped = 0;
         let funcs = Export::ALL
             .into_iter()
             .filter_map(|e| instance.get_func(&mut store, e.name()).map(|f| (e, f)))

@@ -16,6 +16,7 @@ use super::guest::{Factory, Guest, Raw};
 use super::load::{self, Mask, bits};
 use super::trap::{DebugInfo, HostPanic, ProcExit, decorate};
 use super::{dra, imports, proto, table, wasi};
+use crate::limits::Limits;
 
 /// What to do with an instance whose call trapped.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -41,6 +42,10 @@ pub struct KsweConfig {
     pub dra_extension: bool,
     /// What happens to a trapped instance.
     pub trap_policy: TrapPolicy,
+    /// Resource limits of each instance (time per call, memory, status reason; not in upstream,
+    /// whose guests run without any). `max_wasm_stack` must be the one the [`KsweModule`] was
+    /// compiled with.
+    pub limits: Limits,
 }
 
 impl Default for KsweConfig {
@@ -51,6 +56,7 @@ impl Default for KsweConfig {
             args: Vec::new(),
             dra_extension: true,
             trap_policy: TrapPolicy::Reuse,
+            limits: Limits::default(),
         }
     }
 }
@@ -136,6 +142,17 @@ enum Slot<'a> {
     Binding(&'a str),
 }
 
+/// The status a guest returned: its code and `result.status_reason`; `Error` when the reason lay
+/// outside the guest's memory (a garbage pointer), whatever the code.
+fn guest_status(code: i32, stack: &CallStack) -> KsweStatus {
+    let code = if stack.result_status_reason_unreadable {
+        code::ERROR
+    } else {
+        code
+    };
+    KsweStatus::new(code, stack.result_status_reason.clone())
+}
+
 fn nil_function() -> wasmtime::Error {
     wasmtime::Error::msg("runtime error: invalid memory address or nil pointer dereference")
 }
@@ -158,12 +175,20 @@ pub struct KsweModule {
     module: Module,
     interfaces: u32,
     info: Arc<DebugInfo>,
+    max_wasm_stack: usize,
 }
 
 impl KsweModule {
     /// Compiles a guest and checks `memory` and the export signatures, with upstream's error texts.
+    /// The default wasm stack limit applies.
     pub fn new(wasm: &[u8]) -> wasmtime::Result<KsweModule> {
+        Self::with_limits(wasm, &Limits::default())
+    }
+
+    /// As [`KsweModule::new`], compiled for `limits` (epoch interruption on, `max_wasm_stack`).
+    pub fn with_limits(wasm: &[u8], limits: &Limits) -> wasmtime::Result<KsweModule> {
         let mut wasm_config = Config::new();
+        limits.configure(&mut wasm_config);
         // wazero's default RuntimeConfig: WebAssembly Core 2.0, nothing newer.
         wasm_config
             .wasm_tail_call(false)
@@ -173,6 +198,7 @@ impl KsweModule {
             .wasm_extended_const(false)
             .wasm_component_model(false);
         let engine = Engine::new(&wasm_config)?;
+        crate::limits::start_ticker(&engine);
         let module = load::compile(&engine, wasm).map_err(wasmtime::Error::msg)?;
         let interfaces = load::detect_interfaces(&module).map_err(wasmtime::Error::msg)?;
         Ok(KsweModule {
@@ -180,6 +206,7 @@ impl KsweModule {
             module,
             interfaces,
             info: Arc::new(DebugInfo::parse(wasm)),
+            max_wasm_stack: limits.max_wasm_stack,
         })
     }
 
@@ -191,12 +218,14 @@ impl KsweModule {
 
     /// As [`KsweModule::host`], with initial cluster state.
     pub fn host_with_cluster(&self, config: KsweConfig, cluster: Cluster) -> wasmtime::Result<KsweHost> {
+        config.limits.check_stack(self.max_wasm_stack)?;
         let shared = Arc::new(Shared {
             settings: Settings {
                 guest_config: config.guest_config,
                 log_severity: config.log_severity,
                 args: config.args,
                 dra_extension: config.dra_extension,
+                limits: config.limits,
             },
             cluster: Mutex::new(cluster),
         });
@@ -220,6 +249,7 @@ impl KsweModule {
             info: self.info.clone(),
             shared,
             counter: 0,
+            limits: config.limits,
         };
         let (first, _) = factory.new_guest(None);
         let first = first.map_err(pool_error)?;
@@ -262,14 +292,45 @@ impl KsweHost {
         self.cluster().trap_next = Some(import.to_string());
     }
 
-    /// Takes the klog records collected so far.
-    pub fn take_logs(&self) -> Vec<LogRecord> {
-        std::mem::take(&mut self.cluster().logs)
+    /// The limits of the instances and calls.
+    pub fn limits(&self) -> Limits {
+        self.factory.limits
     }
 
-    /// Takes the events recorded so far.
+    /// Changes the time limit of later calls, `_start` of new instances included (tests use
+    /// `Duration::ZERO` to force a trap).
+    pub fn set_time_per_call(&mut self, time: std::time::Duration) {
+        self.factory.limits.time_per_call = time;
+    }
+
+    /// Takes the klog records collected so far; when some were dropped (more than
+    /// [`super::context::MAX_PENDING_RECORDS`] waiting), a last error record says how many.
+    pub fn take_logs(&self) -> Vec<LogRecord> {
+        let mut cluster = self.cluster();
+        let mut logs = std::mem::take(&mut cluster.logs);
+        let dropped = std::mem::take(&mut cluster.logs_dropped);
+        if dropped > 0 {
+            logs.push(LogRecord {
+                severity: 2,
+                message: format!(
+                    "{dropped} more log records dropped: the host keeps {} until they are taken",
+                    super::context::MAX_PENDING_RECORDS
+                ),
+                kvs: Vec::new(),
+            });
+        }
+        logs
+    }
+
+    /// Takes the events recorded so far (at most [`super::context::MAX_PENDING_RECORDS`]; see
+    /// [`KsweHost::events_dropped`]).
     pub fn take_events(&self) -> Vec<RecordedEvent> {
         std::mem::take(&mut self.cluster().events)
+    }
+
+    /// How many recorded events were dropped since the last call (the limit was reached).
+    pub fn events_dropped(&self) -> u64 {
+        std::mem::take(&mut self.cluster().events_dropped)
     }
 
     /// Number of instances created so far (each ran `_start` once).
@@ -395,7 +456,7 @@ impl KsweHost {
             self.put_back(guest, &slot);
             return Err(nil_function());
         }
-        let (raw, stack) = guest.call(export, stack, &self.factory.info);
+        let (raw, stack) = guest.call(export, stack, &self.factory.info, &self.factory.limits);
         if !(matches!(raw, Raw::Failed(_)) && self.policy == TrapPolicy::Replace) {
             self.put_back(guest, &slot);
         }
@@ -421,10 +482,7 @@ impl KsweHost {
 
     fn status(raw: Raw, stack: &CallStack) -> (KsweStatus, Option<i64>) {
         match raw {
-            Raw::Value(v) => (
-                KsweStatus::new(v.map_or(0, |v| v as i32), stack.result_status_reason.clone()),
-                v,
-            ),
+            Raw::Value(v) => (guest_status(v.map_or(0, |v| v as i32), stack), v),
             Raw::Failed(message) => (KsweStatus::from_failure(message), None),
         }
     }
@@ -503,7 +561,7 @@ impl KsweHost {
                     nominated_node_name: stack.result_nominated_node_name.clone(),
                     nominating_mode: mode,
                 };
-                Ok((Some(result), KsweStatus::new(code, stack.result_status_reason)))
+                Ok((Some(result), guest_status(code, &stack)))
             }
             Raw::Failed(message) => Ok((None, KsweStatus::from_failure(message))),
         }
@@ -551,10 +609,7 @@ impl KsweHost {
         match raw {
             Raw::Value(v) => {
                 let (score, code) = unpack(v.unwrap_or(0));
-                Ok((
-                    i64::from(score),
-                    KsweStatus::new(code, stack.result_status_reason),
-                ))
+                Ok((i64::from(score), guest_status(code, &stack)))
             }
             Raw::Failed(message) => Ok((0, KsweStatus::from_failure(message))),
         }
@@ -582,10 +637,7 @@ impl KsweHost {
                     Some(list) if !list.is_empty() => list,
                     _ => scores.to_vec(),
                 };
-                (
-                    updated,
-                    KsweStatus::new(v.unwrap_or(0) as i32, stack.result_status_reason),
-                )
+                (updated, guest_status(v.unwrap_or(0) as i32, &stack))
             }
             Raw::Failed(message) => (Vec::new(), KsweStatus::from_failure(message)),
         };
@@ -632,7 +684,7 @@ impl KsweHost {
 
     fn logged(&self, what: &str, raw: Raw) -> Option<String> {
         let Raw::Failed(message) = raw else { return None };
-        self.cluster().logs.push(LogRecord {
+        self.cluster().push_log(LogRecord {
             severity: 2,
             message: what.into(),
             kvs: vec!["err".into(), message.clone()],
@@ -652,7 +704,7 @@ impl KsweHost {
         let (status, timeout) = match raw {
             Raw::Value(v) => {
                 let (code, timeout) = unpack(v.unwrap_or(0));
-                (KsweStatus::new(code, stack.result_status_reason), timeout as u32)
+                (guest_status(code, &stack), timeout as u32)
             }
             Raw::Failed(message) => (KsweStatus::from_failure(message), 0),
         };

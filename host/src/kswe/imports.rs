@@ -14,6 +14,7 @@ use super::abi::{MODULE_API, MODULE_KLOG, MODULE_SCHEDULER};
 use super::context::{CallStack, ClusterEvent, EventReference, GuestData, LogRecord, RecordedEvent};
 use super::proto;
 use super::table::host_panic;
+use crate::limits::Exceeded;
 
 type C<'a> = Caller<'a, GuestData>;
 
@@ -336,11 +337,23 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         },
     )?;
     linker.func_wrap(M, "result.status_reason", |mut c: C<'_>, buf: i32, len: i32| {
-        let reason = match read(&mut c, buf, len) {
-            Some(b) => String::from_utf8_lossy(&b).into_owned(),
-            None => "BUG: out of memory reading message".to_string(),
+        // Not upstream: a reason over the limit ends the call (the host would copy it, and the
+        // scheduler would keep it per node).
+        let limit = c.data().shared.settings.limits.max_status_reason_bytes;
+        let len_bytes = len as u32 as usize;
+        if len_bytes > limit {
+            return Err(wasmtime::Error::new(Exceeded::Reason {
+                limit,
+                len: len_bytes,
+            }));
+        }
+        let (reason, unreadable) = match read(&mut c, buf, len) {
+            Some(b) => (String::from_utf8_lossy(&b).into_owned(), false),
+            None => ("BUG: out of memory reading message".to_string(), true),
         };
-        stack(&mut c, (M, "result.status_reason"))?.result_status_reason = reason;
+        let s = stack(&mut c, (M, "result.status_reason"))?;
+        s.result_status_reason = reason;
+        s.result_status_reason_unreadable = unreadable;
         Ok(())
     })?;
     linker.func_wrap(
@@ -365,7 +378,7 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
             const F: (&str, &str) = (M, "handle.eventrecorder.eventf");
             let bytes = read_or_panic(&mut c, buf, len, F, "eventrecorder event")?;
             let event = parse_event(&bytes).map_err(|e| host_panic(F, e))?;
-            c.data().shared.cluster().events.push(event);
+            c.data().shared.cluster().push_event(event);
             Ok(())
         },
     )?;
@@ -470,7 +483,7 @@ fn parse_event(bytes: &[u8]) -> Result<RecordedEvent, String> {
 fn record_log(c: &C<'_>, severity: i32, message: String, kvs: Vec<String>) {
     // klog.Info for 0 and klog.Error for 2; warnings and fatal are dropped, as upstream.
     if severity == 0 || severity == 2 {
-        c.data().shared.cluster().logs.push(LogRecord {
+        c.data().shared.cluster().push_log(LogRecord {
             severity,
             message,
             kvs,

@@ -12,6 +12,8 @@ use std::fmt;
 use wasmparser::{KnownCustom, Name, Parser, Payload, TypeRef};
 use wasmtime::{Trap, WasmBacktrace};
 
+use crate::limits::{Exceeded, Limits, exceeded};
+
 /// A Go host function panicked (upstream `panic(...)` in `host.go`); wazero reports it as
 /// `<message> (recovered by wazero)` followed by the stack, host function first.
 #[derive(Debug)]
@@ -163,6 +165,9 @@ impl DebugInfo {
                 lines.join("\n\t")
             );
         }
+        if let Some(limit) = err.downcast_ref::<Exceeded>() {
+            return format!("{limit}\nwasm stack trace:\n\t{}", self.stack(err).join("\n\t"));
+        }
         if let Some(trap) = err.downcast_ref::<Trap>() {
             return format!(
                 "wasm error: {}\nwasm stack trace:\n\t{}",
@@ -171,6 +176,18 @@ impl DebugInfo {
             );
         }
         format!("{err:#}")
+    }
+}
+
+impl DebugInfo {
+    /// As [`DebugInfo::describe`], led by the limit the guest ran into when a limit ended the call
+    /// (`guest exceeded its time limit of 60 s: wasm error: interrupt ...`).
+    pub fn describe_limited(&self, err: &wasmtime::Error, limits: &Limits) -> String {
+        let described = self.describe(err);
+        match exceeded(err, limits) {
+            Some(limit) if err.downcast_ref::<Exceeded>().is_none() => format!("{limit}: {described}"),
+            _ => described,
+        }
     }
 }
 

@@ -11,7 +11,7 @@
 use wasmtime::{Caller, FuncType, Linker, Val};
 
 use super::abi::MODULE_WASI;
-use super::context::GuestData;
+use super::context::{GuestData, MAX_CAPTURED_OUTPUT};
 use super::imports::{read, write};
 use super::table::WASI;
 use super::trap::ProcExit;
@@ -117,7 +117,20 @@ pub fn add_wasi(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         },
     )?;
     linker.func_wrap(M, "random_get", |mut c: C<'_>, buf: i32, len: i32| {
-        let mut bytes = vec![0u8; len as u32 as usize];
+        // Bounds first: the length is the guest's, up to 4 GiB (found by the kswe_imports fuzz
+        // target: a 2 GiB buffer outside memory was allocated and filled before the check).
+        let len = len as u32 as usize;
+        let size = c
+            .get_export("memory")
+            .and_then(|e| e.into_memory())
+            .map_or(0, |m| m.data_size(&c));
+        if (buf as u32 as usize)
+            .checked_add(len)
+            .is_none_or(|end| end > size)
+        {
+            return errno::EFAULT;
+        }
+        let mut bytes = vec![0u8; len];
         for chunk in bytes.chunks_mut(8) {
             let v = splitmix64(&mut c.data_mut().wasi.random_state).to_le_bytes();
             chunk.copy_from_slice(&v[..chunk.len()]);
@@ -138,15 +151,32 @@ pub fn add_wasi(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
             let Some(table) = read(&mut c, iovs, iovs_len.wrapping_mul(8)) else {
                 return errno::EFAULT;
             };
+            let size = c
+                .get_export("memory")
+                .and_then(|e| e.into_memory())
+                .map_or(0, |m| m.data_size(&c));
             let mut total = 0u32;
             for iov in table.chunks_exact(8) {
-                let ptr = i32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
-                let len = i32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
-                let Some(bytes) = read(&mut c, ptr, len) else {
+                let ptr = u32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
+                let len = u32::from_le_bytes([iov[4], iov[5], iov[6], iov[7]]);
+                if (ptr as usize)
+                    .checked_add(len as usize)
+                    .is_none_or(|end| end > size)
+                {
+                    return errno::EFAULT;
+                }
+                // Only what the capture keeps is copied: a guest passing many large iovecs costs
+                // the host one bounds check per iovec, not a copy of each.
+                let room = MAX_CAPTURED_OUTPUT
+                    .saturating_sub(c.data().out.len())
+                    .min(len as usize);
+                let Some(bytes) = read(&mut c, ptr as i32, room as i32) else {
                     return errno::EFAULT;
                 };
-                c.data_mut().out.extend_from_slice(&bytes);
-                total = total.wrapping_add(bytes.len() as u32);
+                let data = c.data_mut();
+                data.out.extend_from_slice(&bytes);
+                data.out_dropped += u64::from(len) - room as u64;
+                total = total.wrapping_add(len);
             }
             if write_u32(&mut c, nwritten, total) {
                 errno::SUCCESS

@@ -1,0 +1,115 @@
+;; A hostile sharing-affinity:plugin component (the core module; host/tests/guest_limits.rs embeds
+;; the world from wit/ and encodes it as a component). `prefilter`, `filter` and `score` pick a
+;; behaviour from the first byte of their argument (the pod or node name):
+;;   l  loop forever                         -> the time limit
+;;   g  grow memory 16 pages at a time       -> the memory limit
+;;   r  recurse without end                  -> the wasm stack limit
+;;   h  a status reason of 1 GiB (beyond memory; also beyond the reason limit)
+;;   b  a status reason of 64 KiB inside memory (beyond the default 16 KiB reason limit)
+;;   x  a garbage return-area pointer (0xfffffff0)
+;;   y  a status reason with a garbage pointer and length (0xffff0000, 0x7fffffff)
+;;   anything else: success (score 50) with an empty reason.
+;; configure succeeds, update rejects nothing, reserve and bind return no allocation, unreserve
+;; succeeds. Strings the host passes in are allocated by a bump allocator above 64 KiB.
+(module $hostile_component
+  (memory (export "memory") 2)
+  (global $heap (mut i32) (i32.const 65536))
+
+  (func $cabi_realloc (export "cabi_realloc") (param $old i32) (param $old_size i32) (param $align i32) (param $size i32) (result i32)
+    (local $ptr i32)
+    ;; Align the bump pointer, grow memory when needed, and copy a reallocated block.
+    (local.set $ptr
+      (i32.and
+        (i32.add (global.get $heap) (i32.sub (local.get $align) (i32.const 1)))
+        (i32.sub (i32.const 0) (local.get $align))))
+    (global.set $heap (i32.add (local.get $ptr) (local.get $size)))
+    (block $fits
+      (br_if $fits (i32.le_u (global.get $heap) (i32.mul (memory.size) (i32.const 65536))))
+      (if (i32.eq
+            (memory.grow
+              (i32.add (i32.shr_u (i32.sub (global.get $heap) (i32.mul (memory.size) (i32.const 65536))) (i32.const 16)) (i32.const 1)))
+            (i32.const -1))
+        (then unreachable)))
+    (if (local.get $old)
+      (then (memory.copy (local.get $ptr) (local.get $old) (local.get $old_size))))
+    (local.get $ptr))
+
+  (func $recurse (param $depth i32) (result i32)
+    (i32.add (call $recurse (i32.add (local.get $depth) (i32.const 1))) (i32.const 1)))
+
+  ;; Runs the hostile behaviour the name asks for; returns the return-area pointer of a status
+  ;; written at $area + $offset (code byte, reason pointer, reason length), or a garbage pointer.
+  (func $act (param $name i32) (param $len i32) (param $area i32) (param $offset i32) (result i32)
+    (local $c i32)
+    (local.set $c (if (result i32) (local.get $len)
+      (then (i32.load8_u (local.get $name)))
+      (else (i32.const 0))))
+    ;; l: loop forever
+    (if (i32.eq (local.get $c) (i32.const 108))
+      (then (loop $forever (br $forever))))
+    ;; g: grow until the host stops it (a failed grow would trap here too)
+    (if (i32.eq (local.get $c) (i32.const 103))
+      (then (loop $more
+        (br_if $more (i32.ne (memory.grow (i32.const 16)) (i32.const -1))))
+        unreachable))
+    ;; r: recurse
+    (if (i32.eq (local.get $c) (i32.const 114))
+      (then (drop (call $recurse (i32.const 0)))))
+    ;; x: garbage return-area pointer
+    (if (i32.eq (local.get $c) (i32.const 120))
+      (then (return (i32.const 0xfffffff0))))
+    (i32.store8 (i32.add (local.get $area) (local.get $offset)) (i32.const 0))
+    (i32.store (i32.add (local.get $area) (i32.add (local.get $offset) (i32.const 4))) (i32.const 0))
+    (i32.store (i32.add (local.get $area) (i32.add (local.get $offset) (i32.const 8))) (i32.const 0))
+    ;; h: a 1 GiB reason
+    (if (i32.eq (local.get $c) (i32.const 104))
+      (then (i32.store (i32.add (local.get $area) (i32.add (local.get $offset) (i32.const 8))) (i32.const 0x40000000))))
+    ;; b: a 64 KiB reason of NUL bytes (valid UTF-8) at address 0
+    (if (i32.eq (local.get $c) (i32.const 98))
+      (then (i32.store (i32.add (local.get $area) (i32.add (local.get $offset) (i32.const 8))) (i32.const 65536))))
+    ;; y: garbage pointer and length
+    (if (i32.eq (local.get $c) (i32.const 121))
+      (then
+        (i32.store (i32.add (local.get $area) (i32.add (local.get $offset) (i32.const 4))) (i32.const 0xffff0000))
+        (i32.store (i32.add (local.get $area) (i32.add (local.get $offset) (i32.const 8))) (i32.const 0x7fffffff))))
+    (local.get $area))
+
+  ;; configure: func(config: string) -> result<_, string>: ok
+  (func (export "configure") (param i32 i32) (result i32)
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.const 16))
+  ;; update: func(events: list<event>) -> list<event-error>: empty
+  (func (export "update") (param i32 i32) (result i32)
+    (i64.store (i32.const 16) (i64.const 0))
+    (i32.const 16))
+  ;; prefilter / filter: func(string) -> status
+  (func (export "prefilter") (param i32 i32) (result i32)
+    (call $act (local.get 0) (local.get 1) (i32.const 16) (i32.const 0)))
+  (func (export "filter") (param i32 i32) (result i32)
+    (call $act (local.get 0) (local.get 1) (i32.const 16) (i32.const 0)))
+  ;; score: func(node: string) -> result<u32, status>: ok(50) unless the name asks for a status
+  (func (export "score") (param i32 i32) (result i32)
+    (local $area i32)
+    (local.set $area (call $act (local.get 0) (local.get 1) (i32.const 32) (i32.const 4)))
+    (if (i32.ne (local.get $area) (i32.const 32)) (then (return (local.get $area))))
+    (if (i32.and (i32.eqz (i32.load (i32.const 44))) (i32.eqz (i32.load (i32.const 40))))
+      (then
+        (i32.store8 (i32.const 32) (i32.const 0))
+        (i32.store (i32.const 36) (i32.const 50)))
+      (else (i32.store8 (i32.const 32) (i32.const 1))))
+    (i32.const 32))
+  ;; reserve: func(node: string) -> result<list<claim-allocation>, status>: ok([])
+  (func (export "reserve") (param i32 i32) (result i32)
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i64.store (i32.const 20) (i64.const 0))
+    (i32.const 16))
+  ;; unreserve: func(pod: string, node: string) -> result<_, status>: ok
+  (func (export "unreserve") (param i32 i32 i32 i32) (result i32)
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.const 16))
+  ;; bind: func(pod: string, node: string) -> result<list<claim-allocation>, status>: ok([])
+  (func (export "bind") (param i32 i32 i32 i32) (result i32)
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i64.store (i32.const 20) (i64.const 0))
+    (i32.const 16))
+)
