@@ -5,6 +5,7 @@
 //! suite that replays the committed corpora.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Result as ArbResult, Unstructured};
 use serde_json::Value;
@@ -255,30 +256,86 @@ pub fn cycle(data: &[u8]) {
     run_cycle(which, &ops);
 }
 
+/// A recorded cluster of [`CLUSTERS`], prepared once per process: what every `cycle` input
+/// starts from, so that an input pays only for its own operations.
+struct Base {
+    /// The `List`'s items.
+    items: Vec<Value>,
+    /// Each item as JSON text (what Delete events carry).
+    texts: Vec<String>,
+    /// Each item decoded, as an Add event would decode it (`None`: refused or not used).
+    decoded: Vec<Option<Object>>,
+    /// The plugin configuration, as JSON text and parsed.
+    config_json: &'static str,
+    config: Config,
+    /// The decoded items in order: the auditor's view of the starting state.
+    mirror: Vec<Object>,
+    /// The audit of the starting state.
+    audit: BTreeSet<Violation>,
+}
+
+/// The prepared clusters (`None` for one whose text is not a `List`).
+fn bases() -> &'static [Option<Base>] {
+    static BASES: OnceLock<Vec<Option<Base>>> = OnceLock::new();
+    BASES.get_or_init(|| {
+        CLUSTERS
+            .iter()
+            .map(|(json, config_json)| {
+                let items = match serde_json::from_str::<Value>(json) {
+                    Ok(Value::Object(mut m)) => match m.remove("items") {
+                        Some(Value::Array(items)) => items,
+                        _ => return None,
+                    },
+                    _ => return None,
+                };
+                let texts: Vec<String> = items.iter().map(Value::to_string).collect();
+                let decoded: Vec<Option<Object>> = items
+                    .iter()
+                    .map(|item| decode_object(item.clone(), 0).ok().flatten())
+                    .collect();
+                let config = Config::from_json(config_json).expect("recorded configuration");
+                let mirror: Vec<Object> = decoded.iter().flatten().cloned().collect();
+                let audit = audit_with(&mirror, &config, audit_cel()).into_iter().collect();
+                Some(Base {
+                    items,
+                    texts,
+                    decoded,
+                    config_json,
+                    config,
+                    mirror,
+                    audit,
+                })
+            })
+            .collect()
+    })
+}
+
+/// One CEL cache for every audit of the process (the auditor's compiled expressions are pure).
+fn audit_cel() -> &'static CelCache {
+    static CEL: OnceLock<CelCache> = OnceLock::new();
+    CEL.get_or_init(CelCache::new)
+}
+
 /// Runs `ops` against cluster `which`; see [`cycle`]. Returns the number of audited Binds.
 pub fn run_cycle(which: usize, ops: &[Op]) -> usize {
-    let (json, config) = CLUSTERS[which];
-    let mut plugin = Plugin::new(config).expect("recorded configuration");
-    let config = Config::from_json(config).expect("recorded configuration");
-    let cel = CelCache::new();
-    let base: Vec<Value> = match serde_json::from_str::<Value>(json) {
-        Ok(Value::Object(mut m)) => match m.remove("items") {
-            Some(Value::Array(items)) => items,
-            _ => return 0,
-        },
-        _ => return 0,
+    let Some(Some(b)) = bases().get(which) else {
+        return 0;
     };
-    let mut binds = 0;
-    let mut mirror: Vec<Object> = Vec::new();
-    for item in &base {
-        if plugin.apply(EventKind::Add, &item.to_string()).is_ok()
-            && let Ok(Some(o)) = decode_object(item.clone(), 0)
-        {
-            mirror.push(o);
-        }
+    let mut plugin = Plugin::new(b.config_json).expect("recorded configuration");
+    let config = &b.config;
+    let cel = audit_cel();
+    let base = &b.items;
+    if base.is_empty() {
+        return 0;
     }
+    // The starting state, as Add events of the decoded items (what `apply` would decode).
+    for o in b.decoded.iter().flatten() {
+        plugin.upsert(o.clone());
+    }
+    let mut binds = 0;
+    let mut mirror: Vec<Object> = b.mirror.clone();
     let mut pristine = true;
-    let mut before: BTreeSet<Violation> = audit_with(&mirror, &config, &cel).into_iter().collect();
+    let mut before: BTreeSet<Violation> = b.audit.clone();
     let mut current_pod: Option<String> = None;
     for op in ops.iter().take(64) {
         let pods: Vec<String> = mirror
@@ -300,31 +357,37 @@ pub fn run_cycle(which: usize, ops: &[Op]) -> usize {
                 object,
                 mutate,
             } => {
-                let mut item = base[usize::from(*object) % base.len()].clone();
-                if let Some((at, leaf)) = mutate {
-                    set_leaf(&mut item, usize::from(*at), leaf);
-                    if !matches!(item["kind"].as_str(), Some("Pod" | "Node")) {
-                        pristine = false;
-                    }
-                }
+                let index = usize::from(*object) % base.len();
                 let kind = if *update {
                     EventKind::Update
                 } else {
                     EventKind::Add
                 };
-                if plugin.apply(kind, &item.to_string()).is_ok()
-                    && let Ok(Some(o)) = decode_object(item, 0)
-                {
-                    upsert(&mut mirror, o);
-                }
-            }
-            Op::Delete { object } => {
-                let item = &base[usize::from(*object) % base.len()];
-                if plugin.apply(EventKind::Delete, &item.to_string()).is_ok() {
+                if let Some((at, leaf)) = mutate {
+                    let mut item = base[index].clone();
+                    set_leaf(&mut item, usize::from(*at), leaf);
                     if !matches!(item["kind"].as_str(), Some("Pod" | "Node")) {
                         pristine = false;
                     }
-                    if let Ok(Some(o)) = decode_object(item.clone(), 0) {
+                    if plugin.apply(kind, &item.to_string()).is_ok()
+                        && let Ok(Some(o)) = decode_object(item, 0)
+                    {
+                        upsert(&mut mirror, o);
+                    }
+                } else if let Some(o) = &b.decoded[index] {
+                    // Unchanged: Add and Update both upsert the object `apply` would decode.
+                    plugin.upsert(o.clone());
+                    upsert(&mut mirror, o.clone());
+                }
+            }
+            Op::Delete { object } => {
+                let index = usize::from(*object) % base.len();
+                let item = &base[index];
+                if plugin.apply(EventKind::Delete, &b.texts[index]).is_ok() {
+                    if !matches!(item["kind"].as_str(), Some("Pod" | "Node")) {
+                        pristine = false;
+                    }
+                    if let Some(o) = &b.decoded[index] {
                         let key = (o.kind(), o.key());
                         mirror.retain(|m| (m.kind(), m.key()) != key);
                     }
@@ -401,7 +464,7 @@ pub fn run_cycle(which: usize, ops: &[Op]) -> usize {
         }
         record_allocations(&mut mirror, &pod, &allocations);
         binds += 1;
-        let after: BTreeSet<Violation> = audit_with(&mirror, &config, &cel).into_iter().collect();
+        let after: BTreeSet<Violation> = audit_with(&mirror, config, cel).into_iter().collect();
         if pristine {
             let claims: BTreeSet<&str> = allocations.iter().map(|a| a.claim.as_str()).collect();
             let devices_before: BTreeSet<&str> = before.iter().map(|v| v.device.as_str()).collect();

@@ -219,6 +219,124 @@ pub struct Spec {
     /// Pending pods arrive in runs of this many pods of one group (a Job's replicas); 1 = each
     /// pod draws its group.
     pub burst: usize,
+    /// Further pool and claim shapes (all off by default; see [`Shapes`]).
+    pub shapes: Shapes,
+}
+
+/// Pool and claim shapes beyond the profile's one request per claim, for randomized tests. All off
+/// by default, and a spec with all off generates exactly what it did before they existed. With any
+/// on, devices carry two more attributes (`tier`: `fast` or `slow`, `numa`: 0 or 1, drawn per
+/// device), and each pending pod draws one shape among those enabled (or the profile's basic
+/// claim) from a random stream of its own, so the running pods and groups stay those of the same
+/// spec without shapes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Shapes {
+    /// Each node's pool draws its extractors: all devices (as without shapes), none (its devices
+    /// are shared without locks), or only the `tier == "fast"` devices (an extractor selector).
+    pub pool_extractors: bool,
+    /// Requests with a CEL selector on `tier`.
+    pub selectors: bool,
+    /// `firstAvailable` requests: two `fast` devices, else one device of any tier.
+    pub first_available: bool,
+    /// `allocationMode: All` requests, over the `fast` devices or over every device.
+    pub all: bool,
+    /// Claims of two devices: one request with `count: 2`, or two requests under a
+    /// `matchAttribute` or `distinctAttribute` constraint on `numa`.
+    pub constraints: bool,
+    /// Claims without the opaque configuration the extractors read (strict gating keeps them off
+    /// locked pools' devices).
+    pub unconfigured: bool,
+}
+
+impl Shapes {
+    /// Every shape on.
+    pub fn all() -> Shapes {
+        Shapes {
+            pool_extractors: true,
+            selectors: true,
+            first_available: true,
+            all: true,
+            constraints: true,
+            unconfigured: true,
+        }
+    }
+
+    /// Whether any shape is on.
+    pub fn any(&self) -> bool {
+        *self != Shapes::default()
+    }
+
+    /// The claim shapes enabled, after the basic claim.
+    fn claims(&self) -> Vec<ClaimShape> {
+        let mut out = vec![ClaimShape::Basic];
+        if self.selectors {
+            out.extend([ClaimShape::Selector("fast"), ClaimShape::Selector("slow")]);
+        }
+        if self.first_available {
+            out.push(ClaimShape::FirstAvailable);
+        }
+        if self.all {
+            out.extend([
+                ClaimShape::All { fast_only: true },
+                ClaimShape::All { fast_only: false },
+            ]);
+        }
+        if self.constraints {
+            out.extend([ClaimShape::Count2, ClaimShape::Match, ClaimShape::Distinct]);
+        }
+        if self.unconfigured {
+            out.push(ClaimShape::Unconfigured);
+        }
+        out
+    }
+}
+
+/// The shape of a pending pod's claim (see [`Shapes`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimShape {
+    /// The profile's claim: one request for one device (a share of it).
+    Basic,
+    /// One device whose `tier` is the given one.
+    Selector(&'static str),
+    /// `firstAvailable`: two `fast` devices, else one device.
+    FirstAvailable,
+    /// `allocationMode: All` over the `fast` devices, or over every device of the class.
+    All {
+        /// Only the `fast` devices.
+        fast_only: bool,
+    },
+    /// One request with `count: 2`.
+    Count2,
+    /// Two requests whose devices have the same `numa`.
+    Match,
+    /// Two requests whose devices have distinct `numa`.
+    Distinct,
+    /// The basic claim without its opaque configuration.
+    Unconfigured,
+}
+
+/// Where a node's pool applies sharing-affinity extractors (with [`Shapes::pool_extractors`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PoolExtractors {
+    /// To every device (the only mode without shapes).
+    Every,
+    /// To no device: the pool publishes no extractors.
+    None,
+    /// To the `tier == "fast"` devices only.
+    Fast,
+}
+
+/// What [`Shapes`] drew for a workload.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Drawn {
+    /// Per node: where its pool applies extractors.
+    pub pools: Vec<PoolExtractors>,
+    /// Per device (node × devices per node): `tier == "fast"`.
+    pub fast: Vec<bool>,
+    /// Per device: its `numa` (0 or 1).
+    pub numa: Vec<u8>,
+    /// Per pending pod: its claim's shape.
+    pub claims: Vec<ClaimShape>,
 }
 
 impl Spec {
@@ -237,6 +355,7 @@ impl Spec {
             seed: 5981,
             extractors_in_config: false,
             burst: 1,
+            shapes: Shapes::default(),
         }
     }
 
@@ -303,6 +422,8 @@ pub struct Workload {
     pub running: Vec<Placement>,
     /// The group of each pending pod (`job-00000`, ...).
     pub pending: Vec<usize>,
+    /// What the spec's [`Shapes`] drew (`None` when all are off).
+    pub drawn: Option<Drawn>,
 }
 
 /// The generator's output.
@@ -413,11 +534,29 @@ impl Workload {
             let run = spec.burst.max(1).min(spec.pods - pending.len());
             pending.extend(std::iter::repeat_n(group, run));
         }
+        let drawn = spec.shapes.any().then(|| draw(spec));
         Ok(Workload {
             spec: spec.clone(),
             running,
             pending,
+            drawn,
         })
+    }
+
+    /// The shape of pending pod `k`'s claim.
+    pub fn claim_shape(&self, k: usize) -> ClaimShape {
+        self.drawn
+            .as_ref()
+            .and_then(|d| d.claims.get(k).copied())
+            .unwrap_or(ClaimShape::Basic)
+    }
+
+    /// Where node `n`'s pool applies extractors.
+    pub fn pool_extractors(&self, n: usize) -> PoolExtractors {
+        self.drawn
+            .as_ref()
+            .and_then(|d| d.pools.get(n).copied())
+            .unwrap_or(PoolExtractors::Every)
     }
 
     fn shape(&self) -> &'static Shape {
@@ -507,7 +646,35 @@ impl Workload {
         if !self.spec.extractors_in_config || self.plain() {
             return String::new();
         }
-        json!({"sharingAffinity": [{"driver": self.driver(), "cel": self.extractor_cel()}]}).to_string()
+        if self.drawn.is_none() {
+            return json!({"sharingAffinity": [{"driver": self.driver(), "cel": self.extractor_cel()}]})
+                .to_string();
+        }
+        // With shapes, one entry per pool that applies extractors, scoped to it.
+        let entries: Vec<Value> = (0..self.spec.nodes)
+            .filter(|&n| self.pool_extractors(n) != PoolExtractors::None)
+            .map(|n| {
+                let mut e = self.pool_extractor(n);
+                e["driver"] = json!(self.driver());
+                e["pool"] = json!(self.node_name(n));
+                e
+            })
+            .collect();
+        json!({ "sharingAffinity": entries }).to_string()
+    }
+
+    /// Node `n`'s extractor entry (`cel`, and `selector` for a pool applying it to `fast` devices).
+    fn pool_extractor(&self, n: usize) -> Value {
+        let mut e = json!({"cel": self.extractor_cel()});
+        if self.pool_extractors(n) == PoolExtractors::Fast {
+            e["selector"] = json!({"cel": {"expression": self.tier_test("fast")}});
+        }
+        e
+    }
+
+    /// CEL: the device's `tier` is `tier`.
+    fn tier_test(&self, tier: &str) -> String {
+        format!("device.attributes[\"{}\"].tier == \"{tier}\"", self.driver())
     }
 
     fn extractor_cel(&self) -> Value {
@@ -541,6 +708,9 @@ impl Workload {
     pub fn render(&self, variant: Variant) -> Result<String, String> {
         if variant == Variant::Workaround && self.plain() {
             return Err("the driver workaround needs a sharing profile, not plain".into());
+        }
+        if variant == Variant::Workaround && self.spec.shapes.any() {
+            return Err("the driver workaround is not rendered with further shapes".into());
         }
         let shape = self.shape();
         let dpn = self.spec.devices_per_node;
@@ -582,7 +752,7 @@ impl Workload {
         for k in 0..self.spec.pods {
             if self.direct_claim(k) {
                 let name = format!("job-{k:05}-claim");
-                let spec = self.claim_spec(self.pending[k], variant);
+                let spec = self.pending_claim_spec(k, variant);
                 items.push(json!({
                     "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
                     "metadata": meta(&self.uid("ResourceClaim", "batch", &name), &name, Some("batch"), k as i64 - 600),
@@ -599,6 +769,17 @@ impl Workload {
                 "spec": {"metadata": {}, "spec": self.claim_spec(g, variant)}
             }));
         }
+        // Shaped claims: one template per pending pod that uses one.
+        for k in 0..self.spec.pods {
+            if self.claim_shape(k) != ClaimShape::Basic && !self.direct_claim(k) {
+                let name = self.pending_template(k);
+                items.push(json!({
+                    "apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+                    "metadata": meta(&self.uid("ResourceClaimTemplate", "batch", &name), &name, Some("batch"), -3600),
+                    "spec": {"metadata": {}, "spec": self.pending_claim_spec(k, variant)}
+                }));
+            }
+        }
         for (k, p) in self.running.iter().enumerate() {
             items.push(self.running_pod(k, p));
         }
@@ -609,6 +790,15 @@ impl Workload {
             r#"{{"apiVersion":"v1","kind":"List","metadata":{{"resourceVersion":""}},"items":[{}]}}"#,
             items.0
         ))
+    }
+
+    /// The template pending pod `k` uses (when it uses one): its group's, or for a shaped claim its own.
+    fn pending_template(&self, k: usize) -> String {
+        if self.claim_shape(k) == ClaimShape::Basic {
+            self.template_name(self.pending[k])
+        } else {
+            format!("{}-job-{k:05}", self.shape().template_prefix)
+        }
     }
 
     fn template_name(&self, group: usize) -> String {
@@ -677,12 +867,15 @@ impl Workload {
         generation: i64,
     ) -> Vec<Value> {
         let counters = self.spec.profile == Profile::Gpu;
-        let metadata = variant == Variant::Native && !self.plain() && !self.spec.extractors_in_config;
+        let metadata = variant == Variant::Native
+            && !self.plain()
+            && !self.spec.extractors_in_config
+            && self.pool_extractors(n) != PoolExtractors::None;
         let count = 1 + i64::from(counters) + i64::from(metadata);
         let devices: Vec<Value> = state
             .iter()
             .enumerate()
-            .map(|(d, s)| self.device(d, *s))
+            .map(|(d, s)| self.device(n, d, *s))
             .collect();
         let mut out = vec![self.slice(n, "dev", count, generation, json!({"devices": devices}))];
         if counters {
@@ -701,7 +894,7 @@ impl Workload {
                 "meta",
                 count,
                 generation,
-                json!({"sharingAffinity": [{"cel": self.extractor_cel()}]}),
+                json!({"sharingAffinity": [self.pool_extractor(n)]}),
             ));
         }
         out
@@ -725,7 +918,7 @@ impl Workload {
         json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice", "metadata": m, "spec": spec})
     }
 
-    fn device(&self, d: usize, state: DeviceState) -> Value {
+    fn device(&self, n: usize, d: usize, state: DeviceState) -> Value {
         let shape = self.shape();
         let name = self.device_name(d);
         let dom = shape.driver;
@@ -767,6 +960,16 @@ impl Workload {
                 put("driverVersion", json!({"version": "1.0.0"}));
                 put("index", json!({"int": d}));
             }
+        }
+        if let Some(drawn) = &self.drawn {
+            let idx = n * self.spec.devices_per_node + d;
+            let tier = if drawn.fast.get(idx).copied().unwrap_or(false) {
+                "fast"
+            } else {
+                "slow"
+            };
+            put("tier", json!({"string": tier}));
+            put("numa", json!({"int": drawn.numa.get(idx).copied().unwrap_or(0)}));
         }
         let mut dev = json!({"name": name, "attributes": attrs});
         if let Some(cap) = &shape.capacity {
@@ -813,6 +1016,77 @@ impl Workload {
                 json!([{"opaque": {"driver": shape.driver, "parameters": self.parameters(group)}}]);
         }
         json!({"devices": devices})
+    }
+
+    /// The spec of pending pod `k`'s claim, in its drawn shape.
+    fn pending_claim_spec(&self, k: usize, variant: Variant) -> Value {
+        let shape = self.claim_shape(k);
+        let group = self.pending[k];
+        if shape == ClaimShape::Basic {
+            return self.claim_spec(group, variant);
+        }
+        let name = self.shape().request;
+        let one = |count: Option<i64>, tier: Option<&str>| self.request_body(count, tier);
+        let mut constraints = Vec::new();
+        let requests = match shape {
+            ClaimShape::Basic | ClaimShape::Unconfigured => {
+                vec![json!({"name": name, "exactly": one(Some(1), None)})]
+            }
+            ClaimShape::Selector(tier) => vec![json!({"name": name, "exactly": one(Some(1), Some(tier))})],
+            ClaimShape::FirstAvailable => {
+                let mut two = one(Some(2), Some("fast"));
+                two["name"] = json!("two-fast");
+                let mut any = one(Some(1), None);
+                any["name"] = json!("one");
+                vec![json!({"name": name, "firstAvailable": [two, any]})]
+            }
+            ClaimShape::All { fast_only } => {
+                vec![json!({"name": name, "exactly": one(None, fast_only.then_some("fast"))})]
+            }
+            ClaimShape::Count2 => vec![json!({"name": name, "exactly": one(Some(2), None)})],
+            ClaimShape::Match | ClaimShape::Distinct => {
+                let rule = if shape == ClaimShape::Match {
+                    "matchAttribute"
+                } else {
+                    "distinctAttribute"
+                };
+                constraints.push(json!({"requests": ["a", "b"], rule: format!("{}/numa", self.driver())}));
+                vec![
+                    json!({"name": "a", "exactly": one(Some(1), None)}),
+                    json!({"name": "b", "exactly": one(Some(1), None)}),
+                ]
+            }
+        };
+        let mut devices = json!({ "requests": requests });
+        if !constraints.is_empty() {
+            devices["constraints"] = json!(constraints);
+        }
+        if !self.plain() && shape != ClaimShape::Unconfigured {
+            devices["config"] =
+                json!([{"opaque": {"driver": self.driver(), "parameters": self.parameters(group)}}]);
+        }
+        json!({ "devices": devices })
+    }
+
+    /// One request's device part: `count` devices (`None`: `allocationMode: All`) of the class,
+    /// with the profile's capacity request and, with `tier`, a selector on it.
+    fn request_body(&self, count: Option<i64>, tier: Option<&str>) -> Value {
+        let shape = self.shape();
+        let mut body = json!({"deviceClassName": shape.class});
+        match count {
+            Some(count) => {
+                body["allocationMode"] = json!("ExactCount");
+                body["count"] = json!(count);
+            }
+            None => body["allocationMode"] = json!("All"),
+        }
+        if let Some(tier) = tier {
+            body["selectors"] = json!([{"cel": {"expression": self.tier_test(tier)}}]);
+        }
+        if let Some(cap) = &shape.capacity {
+            body["capacity"] = json!({"requests": {format!("{}/{}", shape.driver, cap.name): cap.request}});
+        }
+        body
     }
 
     fn parameters(&self, group: usize) -> Value {
@@ -930,7 +1204,7 @@ impl Workload {
         let claim = if self.direct_claim(k) {
             json!({"name": shape.request, "resourceClaimName": format!("{name}-claim")})
         } else {
-            json!({"name": shape.request, "resourceClaimTemplateName": self.template_name(self.pending[k])})
+            json!({"name": shape.request, "resourceClaimTemplateName": self.pending_template(k)})
         };
         self.pod_object(&name, k as i64, claim, None, None)
     }
@@ -957,6 +1231,33 @@ pub enum DeviceState {
     Placeholder,
     /// Workaround: a device the driver opened for a group: full capacity, `group` set.
     Opened(usize),
+}
+
+/// Draws what `spec.shapes` asks for, from a random stream apart from the running pods' and
+/// groups' (so that those stay the same with and without shapes).
+fn draw(spec: &Spec) -> Drawn {
+    let mut rng = Rng(spec.seed ^ 0x5ba9_e500_0000_0000);
+    let modes = [PoolExtractors::Every, PoolExtractors::None, PoolExtractors::Fast];
+    let pools = (0..spec.nodes)
+        .map(|_| {
+            if spec.shapes.pool_extractors {
+                modes[rng.below(modes.len())]
+            } else {
+                PoolExtractors::Every
+            }
+        })
+        .collect();
+    let total = spec.nodes * spec.devices_per_node;
+    let fast = (0..total).map(|_| rng.below(2) == 0).collect();
+    let numa = (0..total).map(|_| u8::from(rng.below(2) == 1)).collect();
+    let shapes = spec.shapes.claims();
+    let claims = (0..spec.pods).map(|_| shapes[rng.below(shapes.len())]).collect();
+    Drawn {
+        pools,
+        fast,
+        numa,
+        claims,
+    }
 }
 
 /// GPUs per node that the power counter set lets be in use at once (three quarters, at least 1).
