@@ -36,7 +36,11 @@ fn main() {
         "component" => {
             let path = artifact::default_component().expect("building the component");
             let plugin = ComponentPlugin::from_file(&path).expect("compiling the component");
-            Box::new(plugin.instantiate(&g.config, Limits::default()).expect("component engine"))
+            Box::new(
+                plugin
+                    .instantiate(&g.config, Limits::default())
+                    .expect("component engine"),
+            )
         }
         "kswe" => {
             let path = artifact::default_kswe_module().expect("building the KSWE guest");

@@ -365,9 +365,8 @@ impl Engine for ComponentEngine {
     }
 
     fn prescore(&mut self, nodes: &[String]) -> CoreStatus {
-        let fuel = self.limits.fuel_per_call;
         let nodes = nodes.to_vec();
-        self.call("prescore", fuel, |p, s| p.call_prescore(s, &nodes))
+        self.call("prescore", |p, s| p.call_prescore(s, &nodes))
             .map(core_status)
             .unwrap_or_else(|trap| trap)
     }
