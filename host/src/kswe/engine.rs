@@ -167,6 +167,12 @@ impl KsweEngine {
         self.traps
     }
 
+    /// Whether the next `score` call enters the guest: with batch scoring only the cycle's
+    /// first Score does (the others are answered from its batch).
+    pub fn score_enters_guest(&mut self) -> bool {
+        self.host.mask().score && (!self.batch_scoring() || self.cycle.scores.is_none())
+    }
+
     /// Changes the time limit of later guest calls (tests use `Duration::ZERO` to force a trap).
     pub fn set_time_per_call(&mut self, time: std::time::Duration) {
         self.host.set_time_per_call(time);

@@ -87,6 +87,12 @@
     (call $act (local.get 0) (local.get 1) (i32.const 16) (i32.const 0)))
   (func (export "filter") (param i32 i32) (result i32)
     (call $act (local.get 0) (local.get 1) (i32.const 16) (i32.const 0)))
+  ;; prescore: func(nodes: list<string>) -> status: success
+  (func (export "prescore") (param i32 i32) (result i32)
+    (i32.store8 (i32.const 16) (i32.const 0))
+    (i32.store (i32.const 20) (i32.const 0))
+    (i32.store (i32.const 24) (i32.const 0))
+    (i32.const 16))
   ;; score: func(node: string) -> result<u32, status>: ok(50) unless the name asks for a status
   (func (export "score") (param i32 i32) (result i32)
     (local $area i32)
