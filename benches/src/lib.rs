@@ -178,19 +178,28 @@ pub fn load_checked(engine: &mut dyn Engine, cluster: &Cluster) {
     assert!(rejected.is_empty(), "rejected objects: {rejected:?}");
 }
 
-/// One full scheduling cycle without its side effect: PreFilter, Filter on every node, Score on
-/// the feasible ones, Reserve on the best (highest score, ties to the smaller name), then
-/// Unreserve, so the next cycle starts from the same state. Returns the node chosen.
+/// One full scheduling cycle without its side effect, in kube-scheduler's order: PreFilter,
+/// Filter on every node, PreScore with the feasible ones, Score on each, Reserve on the best
+/// (highest score, ties to the first node), then Unreserve, so the next cycle starts from the same
+/// state. Returns the node chosen.
 pub fn cycle(engine: &mut dyn Engine, pod: &str, nodes: &[String]) -> Option<String> {
     let status = engine.prefilter(pod);
     assert!(status.is_success(), "prefilter of {pod}: {status}");
+    let feasible: Vec<String> = nodes
+        .iter()
+        .filter(|n| engine.filter(n).is_success())
+        .cloned()
+        .collect();
+    if feasible.is_empty() {
+        return None;
+    }
+    let status = engine.prescore(&feasible);
+    assert!(status.is_success(), "prescore of {pod}: {status}");
     let mut best: Option<(u32, &String)> = None;
-    for node in nodes {
-        if engine.filter(node).is_success() {
-            let score = engine.score(node).expect("score of a feasible node");
-            if best.is_none_or(|(b, _)| score > b) {
-                best = Some((score, node));
-            }
+    for node in &feasible {
+        let score = engine.score(node).expect("score of a feasible node");
+        if best.is_none_or(|(b, _)| score > b) {
+            best = Some((score, node));
         }
     }
     let (_, node) = best?;
