@@ -20,6 +20,7 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::sync::Arc;
 
 use serde::Deserialize;
 
@@ -264,9 +265,9 @@ pub enum Rejection {
     /// The device is locked to other values.
     Locked {
         /// The lock.
-        lock: Values,
+        lock: Arc<Values>,
         /// What the claim wants.
-        wanted: Values,
+        wanted: Arc<Values>,
     },
     /// The device has allocations whose values cannot be re-derived.
     Unreconstructable,
@@ -305,7 +306,9 @@ pub struct Extractors {
     pub group: Vec<usize>,
     /// Per group: its first extractor, the one that is evaluated.
     pub groups: Vec<ExtId>,
-    applicable: Vec<std::sync::OnceLock<Result<Vec<ExtId>, String>>>,
+    applicable: Vec<std::sync::OnceLock<Result<(u32, Vec<ExtId>), String>>>,
+    /// Interned applicable sets ([`Extractors::applicable_set`]).
+    sets: std::cell::RefCell<crate::FxHashMap<Vec<ExtId>, u32>>,
     /// One warning per pool whose configuration extractors were ignored because the driver
     /// publishes extractors for it.
     pub warnings: Vec<String>,
@@ -435,6 +438,7 @@ impl Extractors {
             group,
             groups,
             applicable,
+            sets: Default::default(),
             warnings,
         }
     }
@@ -456,57 +460,76 @@ impl Extractors {
     /// The extractors that apply to a device: selector matches (or none). A selector error or two
     /// applicable extractors declaring the same key make the device not viable (the error).
     pub fn applicable(&self, index: &Index, cel: &CelCache, dev: DevIdx) -> Result<&[ExtId], String> {
+        self.applicable_set(index, cel, dev).map(|(_, ids)| ids)
+    }
+
+    /// [`Extractors::applicable`] with the set's interned id: devices to which the same
+    /// extractors apply share the id, so per-cycle caches of what a request wants can key on it.
+    pub fn applicable_set(
+        &self,
+        index: &Index,
+        cel: &CelCache,
+        dev: DevIdx,
+    ) -> Result<(u32, &[ExtId]), String> {
         self.applicable[dev as usize]
             .get_or_init(|| {
-                let entry = index.device(dev);
-                let pool = &index.pools[entry.pool];
-                let ids = self.per_pool[entry.pool].as_ref().map_err(Clone::clone)?;
-                let declared = declared_keys(&pool.driver, &entry.device)?;
-                let mut out = Vec::new();
-                let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
-                let mut cel_applies = None;
-                for &id in ids {
-                    let ex = &self.list[id];
-                    if let Some(sk) = &ex.structured {
-                        if !declared.contains(&sk.name) {
-                            continue;
-                        }
-                    } else if let Some(expr) = &ex.selector {
-                        let sel = cel
-                            .selector(expr)
-                            .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
-                        let dev_cel = entry.cel(&pool.driver)?;
-                        let m = sel
-                            .matches(dev_cel)
-                            .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
-                        if !m {
-                            continue;
-                        }
-                    }
-                    for key in ex.keys.keys() {
-                        if let Some(other) = seen.insert(key, &ex.source) {
-                            return Err(format!("key {key} declared by both {other} and {}", ex.source));
-                        }
-                    }
-                    if ex.structured.is_none() {
-                        cel_applies.get_or_insert(&ex.source);
-                    }
-                    out.push(id);
-                }
-                if let Some(source) = cel_applies
-                    && !declared.is_empty()
-                {
-                    return Err(format!(
-                        "device {} declares sharingAffinity.attributeKeys and {source} applies to it: \
-                         a device declares affinity one way only (CEL extractors or structured keys)",
-                        entry.device.name
-                    ));
-                }
-                Ok(out)
+                let ids = self.compute_applicable(index, cel, dev)?;
+                let mut sets = self.sets.borrow_mut();
+                let next = u32::try_from(sets.len()).unwrap_or(u32::MAX);
+                let id = *sets.entry(ids.clone()).or_insert(next);
+                Ok((id, ids))
             })
             .as_ref()
-            .map(Vec::as_slice)
+            .map(|(id, ids)| (*id, ids.as_slice()))
             .map_err(Clone::clone)
+    }
+
+    fn compute_applicable(&self, index: &Index, cel: &CelCache, dev: DevIdx) -> Result<Vec<ExtId>, String> {
+        let entry = index.device(dev);
+        let pool = &index.pools[entry.pool];
+        let ids = self.per_pool[entry.pool].as_ref().map_err(Clone::clone)?;
+        let declared = declared_keys(&pool.driver, &entry.device)?;
+        let mut out = Vec::new();
+        let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
+        let mut cel_applies = None;
+        for &id in ids {
+            let ex = &self.list[id];
+            if let Some(sk) = &ex.structured {
+                if !declared.contains(&sk.name) {
+                    continue;
+                }
+            } else if let Some(expr) = &ex.selector {
+                let sel = cel
+                    .selector(expr)
+                    .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
+                let dev_cel = entry.cel(&pool.driver)?;
+                let m = sel
+                    .matches(dev_cel)
+                    .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
+                if !m {
+                    continue;
+                }
+            }
+            for key in ex.keys.keys() {
+                if let Some(other) = seen.insert(key, &ex.source) {
+                    return Err(format!("key {key} declared by both {other} and {}", ex.source));
+                }
+            }
+            if ex.structured.is_none() {
+                cel_applies.get_or_insert(&ex.source);
+            }
+            out.push(id);
+        }
+        if let Some(source) = cel_applies
+            && !declared.is_empty()
+        {
+            return Err(format!(
+                "device {} declares sharingAffinity.attributeKeys and {source} applies to it: \
+                 a device declares affinity one way only (CEL extractors or structured keys)",
+                entry.device.name
+            ));
+        }
+        Ok(out)
     }
 }
 
@@ -724,18 +747,19 @@ pub fn wanted(outcomes: &[&Outcome]) -> Result<Values, Rejection> {
 pub enum LockState {
     /// No allocation holds the device.
     Clean,
-    /// Locked to these values.
-    Locked(Values),
+    /// Locked to these values (shared: the allocator compares and copies locks on every
+    /// candidate device).
+    Locked(Arc<Values>),
     /// Held by allocations whose values cannot be re-derived.
     Unreconstructable,
 }
 
 impl LockState {
     /// Whether a request wanting `wanted` may use the device.
-    pub fn admits(&self, wanted: &Values) -> Result<(), Rejection> {
+    pub fn admits(&self, wanted: &Arc<Values>) -> Result<(), Rejection> {
         match self {
             LockState::Clean => Ok(()),
-            LockState::Locked(lock) if lock == wanted => Ok(()),
+            LockState::Locked(lock) if same(lock, wanted) => Ok(()),
             LockState::Locked(lock) => Err(Rejection::Locked {
                 lock: lock.clone(),
                 wanted: wanted.clone(),
@@ -761,8 +785,13 @@ pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> L
     }
     match lock {
         None => LockState::Clean,
-        Some(v) => LockState::Locked(v.clone()),
+        Some(v) => LockState::Locked(Arc::new(v.clone())),
     }
+}
+
+/// Whether two shared value sets are equal (pointer first: interned values are usually shared).
+pub fn same(a: &Arc<Values>, b: &Arc<Values>) -> bool {
+    Arc::ptr_eq(a, b) || a == b
 }
 
 #[cfg(test)]
@@ -783,7 +812,7 @@ mod tests {
         assert_eq!(lock_from([]), LockState::Clean, "no holders: clean");
         assert_eq!(
             lock_from([Some(&a), Some(&a)]),
-            LockState::Locked(a.clone()),
+            LockState::Locked(Arc::new(a.clone())),
             "agreeing holders"
         );
         assert_eq!(
@@ -800,12 +829,12 @@ mod tests {
 
     #[test]
     fn lock_admits_only_equal_values() {
-        let a = vals(&[("subnet", "A")]);
-        let ab = vals(&[("subnet", "A"), ("pkey", "1")]);
+        let a = Arc::new(vals(&[("subnet", "A")]));
+        let ab = Arc::new(vals(&[("subnet", "A"), ("pkey", "1")]));
         assert!(LockState::Clean.admits(&a).is_ok());
         assert!(LockState::Locked(a.clone()).admits(&a).is_ok());
         let err = LockState::Locked(ab.clone())
-            .admits(&vals(&[("subnet", "A"), ("pkey", "2")]))
+            .admits(&Arc::new(vals(&[("subnet", "A"), ("pkey", "2")])))
             .unwrap_err();
         assert_eq!(
             err.to_string(),

@@ -75,12 +75,12 @@ fn lock(p: &mut Plugin, dev: &str) -> LockState {
 }
 
 fn locked(pairs: &[(&str, &str)]) -> LockState {
-    LockState::Locked(
+    LockState::Locked(std::sync::Arc::new(
         pairs
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect(),
-    )
+    ))
 }
 
 // ------------------------------------------------------------------ rules

@@ -57,7 +57,9 @@ fn lock(p: &mut Plugin, dev: &str) -> LockState {
 }
 
 fn locked(subnet: &str) -> LockState {
-    LockState::Locked([(SUBNET_KEY.to_string(), subnet.to_string())].into())
+    LockState::Locked(std::sync::Arc::new(
+        [(SUBNET_KEY.to_string(), subnet.to_string())].into(),
+    ))
 }
 
 #[test]

@@ -1147,6 +1147,47 @@ fn more_than_32_devices_per_claim_is_an_error() {
 }
 
 #[test]
+fn huge_counts_are_over_the_claim_limit_on_every_target() {
+    // The claim's device count is summed in u64, saturating, from the counts as written: the
+    // sum of three i64::MAX counts neither wraps nor depends on the target's usize (wasm32).
+    let got = run_case(
+        vec![class_a(), slice1(&[device("device-1")])],
+        &[claim(
+            "claim-0",
+            &[
+                req("req-0", "class-a").count(i64::MAX),
+                req("req-1", "class-a").count(i64::MAX),
+                req("req-2", "class-a").count(i64::MAX),
+            ],
+        )],
+    );
+    error(
+        got,
+        "number of requested devices 18446744073709551615 exceeds the claim limit of 32",
+        "sum of three i64::MAX counts saturates",
+    );
+    // A firstAvailable subrequest with a huge count is skipped for the next one, not wrapped.
+    let got = run_case(
+        vec![class_a(), slice1(&[device("device-1")])],
+        &[claim(
+            "claim-0",
+            &[req_first(
+                "req-0",
+                &[
+                    sub("huge", "class-a", json!({"count": i64::MAX})),
+                    sub("one", "class-a", json!({})),
+                ],
+            )],
+        )],
+    );
+    assert_eq!(
+        got.unwrap(),
+        vec![vec![g("req-0/one", "device-1", false, None)]],
+        "the huge subrequest exceeds the limit; the next one is allocated"
+    );
+}
+
+#[test]
 fn invalid_zero_step_does_not_crash_the_allocator() {
     let policy = json!({"default": "1", "validRange": {"min": "1", "step": "0"}});
     let got = run_case(

@@ -1,13 +1,17 @@
 //! The sharing-affinity gate: the values a request wants on a device and the lock it meets.
 
+use std::sync::Arc;
+
 use super::{Allocator, ReqData};
-use crate::affinity::{self, LockState, Outcome, Rejection, Values};
+use crate::affinity::{self, ExtId, LockState, Outcome, Rejection, Values};
 use crate::index::DevIdx;
 
 impl<'a> Allocator<'a> {
     /// The affinity values the request wants on the device: `Ok(None)` when no extractor applies
-    /// (or the device is not shared), `Err` when the device is not viable.
-    pub(super) fn wanted(&self, rd: &ReqData<'_>, d: DevIdx) -> Result<Option<Values>, Rejection> {
+    /// (or the device is not shared), `Err` when the device is not viable. The answer depends only
+    /// on the request and the device's applicable extractor set, so it is cached per cycle
+    /// ([`super::WantedCache`]) across devices and nodes.
+    pub(super) fn wanted(&self, rd: &ReqData<'_>, d: DevIdx) -> Result<Option<Arc<Values>>, Rejection> {
         // Admin access bypasses sharing affinity: no gating, no lock check, and no lock is set,
         // joined or held (its results do not count as holders either).
         if rd.admin {
@@ -18,14 +22,28 @@ impl<'a> Allocator<'a> {
         if !entry.allow_multiple || !self.input.extractors.pool_has_affinity(index, d) {
             return Ok(None);
         }
-        let ids = self
+        let (set, ids) = self
             .input
             .extractors
-            .applicable(index, self.input.cel, d)
+            .applicable_set(index, self.input.cel, d)
             .map_err(Rejection::Device)?;
         if ids.is_empty() {
             return Ok(None);
         }
+        let Some((slot, ri, si)) = rd.cache_key else {
+            return self.wanted_for(rd, ids);
+        };
+        let key = (slot, ri, si, set);
+        if let Some(w) = self.input.wanted_cache.borrow().get(&key) {
+            return w.clone();
+        }
+        let w = self.wanted_for(rd, ids);
+        self.input.wanted_cache.borrow_mut().insert(key, w.clone());
+        w
+    }
+
+    /// [`Allocator::wanted`] for a non-empty applicable extractor set, uncached.
+    fn wanted_for(&self, rd: &ReqData<'_>, ids: &[ExtId]) -> Result<Option<Arc<Values>>, Rejection> {
         let missing = Outcome::Missing(String::new());
         let outcomes: Vec<&Outcome> = ids
             .iter()
@@ -45,7 +63,7 @@ impl<'a> Allocator<'a> {
                 "extractor outcome missing for request".into(),
             ));
         }
-        affinity::wanted(&outcomes).map(Some)
+        affinity::wanted(&outcomes).map(|v| Some(Arc::new(v)))
     }
 
     /// Whether affinity admits the request on the device before this call's tentative locks

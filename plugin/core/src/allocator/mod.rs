@@ -39,11 +39,11 @@ pub const MAX_RESULTS_PER_CLAIM: usize = 32;
 #[derive(Clone, Debug, Default)]
 pub struct AllocatedState {
     /// Devices allocated without a share ID, with the number of claims holding them.
-    pub dedicated: HashMap<DeviceKey, usize>,
+    pub dedicated: FxHashMap<DeviceKey, usize>,
     /// Number of shared allocations per device.
-    pub shared: HashMap<DeviceKey, usize>,
+    pub shared: FxHashMap<DeviceKey, usize>,
     /// Capacity consumed per device by shared allocations.
-    pub capacity: HashMap<DeviceKey, BTreeMap<String, Quantity>>,
+    pub capacity: FxHashMap<DeviceKey, BTreeMap<String, Quantity>>,
 }
 
 impl AllocatedState {
@@ -72,6 +72,10 @@ pub struct ClaimInput<'a> {
     pub claim: &'a ResourceClaim,
     /// Affinity outcomes computed at PreFilter.
     pub affinity: &'a ClaimAffinity,
+    /// The claim's position for the per-cycle caches ([`Input::wanted_cache`]): the same slot
+    /// must mean the same claim with the same `affinity` in every call sharing the cache. `None`
+    /// for a per-node variant of a claim (not cached).
+    pub slot: Option<usize>,
 }
 
 /// Everything an allocation call reads.
@@ -98,7 +102,16 @@ pub struct Input<'a> {
     pub consolidate: bool,
     /// Selector results per (device, selector id), shared by calls until slices change.
     pub selector_cache: &'a SelectorCache,
+    /// What each request wants per applicable extractor set, shared by the calls of one cycle.
+    pub wanted_cache: &'a WantedCache,
 }
+
+/// The values a request wants ([`Allocator::wanted`]) per (claim slot, request, subrequest,
+/// [`Extractors::applicable_set`] id). Valid for one cycle: the claims' affinity outcomes and the
+/// extractors must not change while it is used.
+pub type WantedCache = std::cell::RefCell<
+    FxHashMap<(u32, u32, u32, u32), Result<Option<std::sync::Arc<Values>>, affinity::Rejection>>,
+>;
 
 /// Selector results per (device, [`crate::cel::Selector::id`]).
 pub type SelectorCache = std::cell::RefCell<crate::FxHashMap<(DevIdx, u32), bool>>;
@@ -109,7 +122,7 @@ pub struct DeviceChoice {
     /// Device index.
     pub dev: DevIdx,
     /// Affinity values the request locks the device to (shared devices in affinity pools).
-    pub affinity: Option<Values>,
+    pub affinity: Option<std::sync::Arc<Values>>,
     /// The device was already locked to compatible values before this call.
     pub joined_lock: bool,
     /// A shared allocation of a multi-allocatable device: it gets a share ID at Reserve.
@@ -206,7 +219,11 @@ struct ReqData<'a> {
     capacity: Option<&'a BTreeMap<String, Quantity>>,
     all_devices: Vec<DevIdx>,
     num_devices: usize,
+    /// The count asked for (`Exact` mode; 0 for `All`), in u64 whatever the target's usize.
+    requested: u64,
     affinity: &'a [Option<Outcome>],
+    /// Key of [`Input::wanted_cache`]: (claim slot, request, subrequest); `None`: not cached.
+    cache_key: Option<(u32, u32, u32)>,
 }
 
 impl ReqData<'_> {
@@ -222,7 +239,7 @@ struct Chosen {
     admin: bool,
     shared: bool,
     consumed: Option<BTreeMap<String, Quantity>>,
-    affinity: Option<Values>,
+    affinity: Option<std::sync::Arc<Values>>,
     joined_lock: bool,
 }
 
@@ -237,7 +254,7 @@ struct Allocator<'a> {
     results: Vec<Vec<Chosen>>,
     allocating_devices: FxHashMap<DevIdx, Vec<usize>>,
     allocating_capacity: FxHashMap<DevIdx, BTreeMap<String, Quantity>>,
-    allocating_affinity: FxHashMap<DevIdx, (Values, usize)>,
+    allocating_affinity: FxHashMap<DevIdx, (std::sync::Arc<Values>, usize)>,
     counters: CounterState,
     order: FxHashMap<(usize, usize, usize), std::rc::Rc<[DevIdx]>>,
     /// Rejected devices and why, formatted only when the call fails.

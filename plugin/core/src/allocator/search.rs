@@ -123,7 +123,11 @@ impl<'a> Allocator<'a> {
                 0,
             );
         }
-        if self.results[r.claim].len() + rd.num_devices - r.device > MAX_RESULTS_PER_CLAIM {
+        if self.results[r.claim]
+            .len()
+            .saturating_add(rd.num_devices - r.device)
+            > MAX_RESULTS_PER_CLAIM
+        {
             return Err(Stop::MaxSize);
         }
         if all {

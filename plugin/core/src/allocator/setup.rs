@@ -41,9 +41,15 @@ impl<'a> Allocator<'a> {
         };
         for (ci, c) in input.claims.iter().enumerate() {
             let mut per_claim = Vec::new();
-            let mut min_devices = 0usize;
+            // In u64 from the requested counts (not `num_devices`, which saturates at usize::MAX on
+            // wasm32), saturating: the limit and its error read the same on every target.
+            let mut min_devices = 0u64;
             for (ri, r) in c.claim.spec.devices.requests.iter().enumerate() {
                 let aff = |si: usize| c.affinity.get(ri).and_then(|v| v.get(si)).map(Vec::as_slice);
+                let key = |si: usize| {
+                    let slot = u32::try_from(c.slot?).ok()?;
+                    Some((slot, u32::try_from(ri).ok()?, u32::try_from(si).ok()?))
+                };
                 let mut per_req = Vec::new();
                 if let Some(ex) = &r.exactly {
                     if !r.first_available.is_empty() {
@@ -63,7 +69,7 @@ impl<'a> Allocator<'a> {
                         ex.admin_access.unwrap_or(false),
                         &ex.tolerations,
                         ex.capacity.as_ref().map(|c| &c.requests),
-                        aff(0),
+                        (aff(0), key(0)),
                     )?);
                 } else if !r.first_available.is_empty() {
                     for (si, s) in r.first_available.iter().enumerate() {
@@ -78,7 +84,7 @@ impl<'a> Allocator<'a> {
                             false,
                             &s.tolerations,
                             s.capacity.as_ref().map(|c| &c.requests),
-                            aff(si),
+                            (aff(si), key(si)),
                         )?);
                     }
                 } else {
@@ -87,10 +93,11 @@ impl<'a> Allocator<'a> {
                         c.key, r.name
                     ));
                 }
-                min_devices += per_req.iter().map(|d| d.num_devices).min().unwrap_or(0);
+                min_devices =
+                    min_devices.saturating_add(per_req.iter().map(|d| d.requested).min().unwrap_or(0));
                 per_claim.push(per_req);
             }
-            if min_devices > MAX_RESULTS_PER_CLAIM {
+            if min_devices > MAX_RESULTS_PER_CLAIM as u64 {
                 return Err(format!(
                     "claim {}: number of requested devices {min_devices} exceeds the claim limit of {MAX_RESULTS_PER_CLAIM}",
                     c.key
@@ -137,7 +144,7 @@ impl<'a> Allocator<'a> {
         admin: bool,
         tolerations: &'a [DeviceToleration],
         capacity: Option<&'a BTreeMap<String, Quantity>>,
-        affinity: Option<&'a [Option<Outcome>]>,
+        (affinity, cache_key): (Option<&'a [Option<Outcome>]>, Option<(u32, u32, u32)>),
     ) -> Result<ReqData<'a>, String> {
         let claim = self.input.claims[ci].key;
         let name = affinity::full_name(request, sub);
@@ -188,7 +195,13 @@ impl<'a> Allocator<'a> {
                 Mode::Exact(n) => n,
                 Mode::All => 0,
             },
+            // `count` is at least 1 here in `Exact` mode; `All` sets it below.
+            requested: match mode {
+                Mode::Exact(_) => count.map_or(1, i64::unsigned_abs),
+                Mode::All => 0,
+            },
             affinity: affinity.unwrap_or(&[]),
+            cache_key,
         };
         if mode == Mode::All {
             for np in self.input.pools {
@@ -220,6 +233,7 @@ impl<'a> Allocator<'a> {
                 }
             }
             rd.num_devices = rd.all_devices.len();
+            rd.requested = rd.num_devices as u64;
         }
         Ok(rd)
     }

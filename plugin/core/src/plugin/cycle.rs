@@ -40,6 +40,7 @@ impl Plugin {
                     affinity: Vec::new(),
                     nodes: HashMap::new(),
                     scoring: None,
+                    wanted: Default::default(),
                 };
                 (s, c)
             }
@@ -183,6 +184,7 @@ impl Plugin {
             affinity,
             nodes: HashMap::new(),
             scoring: None,
+            wanted: Default::default(),
         })
     }
 
@@ -299,6 +301,7 @@ impl Plugin {
                     key: &cycle.claims[i].key,
                     claim: variants[n].as_ref().map_or(&cycle.claims[i].claim, |v| &v.claim),
                     affinity: trimmed[n].as_ref().unwrap_or(&cycle.affinity[n]),
+                    slot: variants[n].is_none().then_some(n),
                 }
             })
             .collect();
@@ -337,6 +340,7 @@ impl Plugin {
             claims: &inputs,
             consolidate: self.config.consolidate,
             selector_cache: &d.selector_cache,
+            wanted_cache: &cycle.wanted,
         };
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {

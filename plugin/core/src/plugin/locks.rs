@@ -17,12 +17,16 @@ pub(super) struct Locks<'a> {
 
 impl LockSource for Locks<'_> {
     fn lock(&self, dev: DevIdx) -> LockState {
-        let key = &self.derived.index.device(dev).key;
-        if let Some(l) = self.plugin.locks.borrow().get(key) {
+        if let Some(Some(l)) = self.plugin.locks.borrow().get(dev as usize) {
             return l.clone();
         }
         let state = self.compute(dev);
-        self.plugin.locks.borrow_mut().insert(key.clone(), state.clone());
+        let mut locks = self.plugin.locks.borrow_mut();
+        let n = self.derived.index.devices.len();
+        if locks.len() < n {
+            locks.resize(n, None);
+        }
+        locks[dev as usize] = Some(state.clone());
         state
     }
 }
@@ -45,7 +49,7 @@ impl Locks<'_> {
             .flat_map(|&id| d.extractors.list[id].keys.keys())
             .collect();
         let fingerprint = affinity::fingerprint(&d.extractors, ids);
-        let mut derived: Vec<Option<Values>> = Vec::with_capacity(holders.len());
+        let mut derived: Vec<Option<std::sync::Arc<Values>>> = Vec::with_capacity(holders.len());
         for ((claim_key, request), h) in holders {
             // Values fixed by our Reserve are a cache, used while the applicable extractors have
             // the same content; after any extractor change (a new expression or selector, even
@@ -58,11 +62,12 @@ impl Locks<'_> {
                     .get(claim_key)
                     .or_else(|| p.inflight.get(claim_key))
                     .and_then(|c| derive_values(&p.cel, &d.extractors, ids, c, claim_key, request))
-                    .filter(|v| v.keys().collect::<BTreeSet<_>>() == keys),
+                    .filter(|v| v.keys().collect::<BTreeSet<_>>() == keys)
+                    .map(std::sync::Arc::new),
             };
             derived.push(v);
         }
-        affinity::lock_from(derived.iter().map(Option::as_ref))
+        affinity::lock_from(derived.iter().map(Option::as_deref))
     }
 }
 

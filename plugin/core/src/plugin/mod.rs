@@ -67,7 +67,7 @@ pub struct ClaimAllocation {
 /// ([`crate::affinity::fingerprint`]), and re-derived from the claim's config otherwise.
 #[derive(Clone, Debug)]
 struct Holder {
-    values: Option<(u64, Values)>,
+    values: Option<(u64, std::sync::Arc<Values>)>,
 }
 
 /// A lock holder: claim `namespace/name` and request name (`req` or `req/sub`). Locks are
@@ -120,6 +120,10 @@ struct Cycle {
     /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
     /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
     scoring: Option<Scoring>,
+    /// What each pending request wants per applicable extractor set, shared by the cycle's
+    /// Filter calls (the claims' outcomes and the extractors are fixed for the cycle: a slice
+    /// change ends it).
+    wanted: crate::allocator::WantedCache,
 }
 
 /// See [`Cycle::scoring`].
@@ -170,8 +174,11 @@ pub struct Plugin {
     holders: HashMap<DeviceKey, BTreeMap<HolderKey, Holder>>,
     /// Affinity values fixed by our own Reserve, per (claim, request, device), with the
     /// fingerprint of the extractors that derived them: no second CEL pass while they stay.
-    known_values: HashMap<(HolderKey, DeviceKey), (u64, Values)>,
-    locks: RefCell<HashMap<DeviceKey, LockState>>,
+    known_values: HashMap<(HolderKey, DeviceKey), (u64, std::sync::Arc<Values>)>,
+    /// Lock states per device of the current index ([`crate::index::DevIdx`]), computed on
+    /// first use; an entry is dropped when the device's holders change, all of them when the
+    /// index is rebuilt.
+    locks: RefCell<Vec<Option<LockState>>>,
     cycle: Option<Cycle>,
     /// In-flight reservations by pod key (`namespace/name`).
     reservations: BTreeMap<String, Reservation>,
@@ -204,7 +211,7 @@ impl Plugin {
             allocated: AllocatedState::default(),
             holders: HashMap::new(),
             known_values: HashMap::new(),
-            locks: RefCell::new(HashMap::new()),
+            locks: RefCell::new(Vec::new()),
             cycle: None,
             reservations: BTreeMap::new(),
             bound_at: HashMap::new(),
@@ -427,7 +434,12 @@ impl Plugin {
                 if holders.is_empty() {
                     self.holders.remove(&dk);
                 }
-                self.locks.borrow_mut().remove(&dk);
+                if let Some(d) = &self.derived
+                    && let Some(&i) = d.index.by_key.get(&dk)
+                    && let Some(slot) = self.locks.borrow_mut().get_mut(i as usize)
+                {
+                    *slot = None;
+                }
             } else {
                 bump(&mut self.allocated.dedicated, &dk, add);
             }
@@ -540,7 +552,7 @@ impl Plugin {
     }
 }
 
-fn bump(map: &mut HashMap<DeviceKey, usize>, key: &DeviceKey, add: bool) {
+fn bump(map: &mut crate::FxHashMap<DeviceKey, usize>, key: &DeviceKey, add: bool) {
     if add {
         *map.entry(key.clone()).or_default() += 1;
     } else if let Some(n) = map.get_mut(key) {
