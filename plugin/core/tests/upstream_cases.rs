@@ -1188,6 +1188,43 @@ fn huge_counts_are_over_the_claim_limit_on_every_target() {
 }
 
 #[test]
+fn a_multi_term_slice_node_selector_fails_filter() {
+    // Upstream's createNodeSelector supports one term per slice selector. Filter must report it
+    // (Filter keeps its results compact and builds the selector only at Reserve, so this checks
+    // that the check still runs at Filter).
+    let mut s = slice1(&[device("device-1")]);
+    let spec = s["spec"].as_object_mut().unwrap();
+    spec.remove("nodeName");
+    spec.insert(
+        "nodeSelector".into(),
+        json!({"nodeSelectorTerms": [
+            {"matchExpressions": [{"key": "region", "operator": "In", "values": ["region-1"]}]},
+            {"matchExpressions": [{"key": "region", "operator": "In", "values": ["region-2"]}]}
+        ]}),
+    );
+    let claim = claim("claim-0", &[req("req-0", "class-a")]).json();
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            s,
+            claim,
+            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    assert!(p.prefilter(&format!("{NS}/pod-0")).is_success());
+    let status = p.filter(NODE);
+    assert_eq!(status.code, Code::Error, "{status}");
+    assert!(
+        status
+            .reason
+            .contains("unsupported ResourceSlice.NodeSelector with 2 terms"),
+        "{status}"
+    );
+}
+
+#[test]
 fn invalid_zero_step_does_not_crash_the_allocator() {
     let policy = json!({"default": "1", "validRange": {"min": "1", "step": "0"}});
     let got = run_case(

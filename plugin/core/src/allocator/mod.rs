@@ -139,12 +139,66 @@ pub struct ClaimResult {
 }
 
 /// The outcome of an allocation call.
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub enum AllocOutcome {
-    /// All claims allocated.
-    Allocated(Vec<ClaimResult>),
+    /// All claims allocated (compact: [`materialize`] builds the API results).
+    Allocated(Allocation),
     /// Does not fit; the notes say why (affinity rejections first).
     Unfit(Vec<String>),
+}
+
+/// A successful allocation call in compact form: the devices chosen per claim and the
+/// subrequests selected. Filter keeps this for every feasible node; only the node Reserve picks
+/// gets its API results built ([`materialize`]), so Filter neither builds nor drops them.
+#[derive(Clone, Debug)]
+pub struct Allocation {
+    results: Vec<Vec<Chosen>>,
+    selected_sub: FxHashMap<(usize, usize), usize>,
+}
+
+impl Allocation {
+    /// The node's sharing-affinity rank: per allocated device 2 when it joins a device locked to
+    /// compatible values (persistently, or tentatively by another request or claim of the same
+    /// call), 1 when it takes a clean affinity-gated device, 0 when it shares a device of an
+    /// affinity pool that no extractor gates. A device affinity cannot apply to is neutral (a
+    /// pool without extractors, a dedicated device, admin access). Per request (a subrequest
+    /// counts as its request): `50 · Σ / non-neutral devices`; the rank is the sum over requests,
+    /// so neutral requests never dilute the others.
+    pub fn rank(&self, index: &Index, extractors: &Extractors) -> u32 {
+        let mut total = 0u32;
+        for chosen in &self.results {
+            // (request index, sum, non-neutral devices), in first-use order.
+            let mut per_request: Vec<(usize, u32, u32)> = Vec::new();
+            for ch in chosen {
+                let slot = match per_request.iter().position(|r| r.0 == ch.req.0) {
+                    Some(i) => i,
+                    None => {
+                        per_request.push((ch.req.0, 0, 0));
+                        per_request.len() - 1
+                    }
+                };
+                let neutral = ch.admin
+                    || !index.device(ch.dev).allow_multiple
+                    || !extractors.pool_has_affinity(index, ch.dev);
+                if neutral {
+                    continue;
+                }
+                per_request[slot].1 += match (&ch.affinity, ch.joined_lock) {
+                    (Some(_), true) => 2,
+                    (Some(_), false) => 1,
+                    (None, _) => 0,
+                };
+                per_request[slot].2 += 1;
+            }
+            for (_, sum, n) in per_request {
+                // A request with only neutral devices (n = 0) adds nothing.
+                if let Some(rank) = (sum * 50).checked_div(n) {
+                    total = total.saturating_add(rank);
+                }
+            }
+        }
+        total
+    }
 }
 
 /// Allocates all claims on the node. See the module docs.
@@ -172,7 +226,30 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
         let notes: Vec<String> = notes.into_iter().take(8).collect();
         return Ok(AllocOutcome::Unfit(notes));
     }
-    Ok(AllocOutcome::Allocated(a.build_results()?))
+    // What building the results would reject must fail Filter too (without building them).
+    for chosen in &a.results {
+        a.check_node_selector(chosen)?;
+    }
+    Ok(AllocOutcome::Allocated(Allocation {
+        results: a.results,
+        selected_sub: a.selected_sub,
+    }))
+}
+
+/// Builds the API results of an [`Allocation`] that [`allocate`] returned for the same input
+/// (the same claims, classes and node): device results, configs, node selector.
+pub fn materialize(input: &Input<'_>, allocation: &Allocation) -> Result<Vec<ClaimResult>, String> {
+    let mut a = Allocator::new(input)?;
+    if a.reqs.len() != allocation.results.len() {
+        return Err(format!(
+            "internal: an allocation of {} claims materialized for {}",
+            allocation.results.len(),
+            a.reqs.len()
+        ));
+    }
+    a.results = allocation.results.clone();
+    a.selected_sub = allocation.selected_sub.clone();
+    a.build_results()
 }
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -232,6 +309,7 @@ impl ReqData<'_> {
     }
 }
 
+#[derive(Clone, Debug)]
 struct Chosen {
     /// (request, subrequest) position of the request that chose the device.
     req: (usize, usize),

@@ -115,6 +115,31 @@ impl<'a> Allocator<'a> {
         out
     }
 
+    /// The errors [`Allocator::node_selector`] would give for `chosen`, without building the
+    /// selector (Filter checks this; Reserve builds it).
+    pub(super) fn check_node_selector(&self, chosen: &[Chosen]) -> Result<(), String> {
+        let index = self.input.index;
+        for ch in chosen {
+            let entry = index.device(ch.dev);
+            let slice = &index.pools[entry.pool].slices[entry.slice];
+            let (named, sel) = if slice.per_device {
+                (
+                    entry.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
+                    entry.device.node_selector.as_ref(),
+                )
+            } else {
+                (slice.node_name.is_some(), slice.node_selector.as_ref())
+            };
+            if named {
+                return Ok(());
+            }
+            if let Some(n) = sel.map(|s| s.node_selector_terms.len()).filter(|&n| n > 1) {
+                return Err(format!("unsupported ResourceSlice.NodeSelector with {n} terms"));
+            }
+        }
+        Ok(())
+    }
+
     /// Upstream `createNodeSelector`: node-local devices pin the claim to the node; otherwise the
     /// single-term selectors of the slices are merged; none means available everywhere.
     pub(super) fn node_selector(&self, chosen: &[Chosen]) -> Result<Option<NodeSelector>, String> {

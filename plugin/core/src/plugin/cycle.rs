@@ -18,6 +18,65 @@ use crate::object::object_key;
 use crate::quantity::Quantity;
 use crate::status::Status;
 
+impl Cycle {
+    /// Whether a pending claim is a KEP-5004 special claim (its requests may vary per node).
+    fn any_extended(&self) -> bool {
+        self.pending.iter().any(|&i| !self.claims[i].extended.is_empty())
+    }
+
+    /// Per pending claim: the affinity outcomes of the node's variant's kept requests (`None`:
+    /// the PreFilter outcomes apply). Empty when `variants` is.
+    fn trimmed_affinity(
+        &self,
+        variants: &[Option<super::extended::NodeVariant>],
+    ) -> Vec<Option<ClaimAffinity>> {
+        variants
+            .iter()
+            .zip(&self.affinity)
+            .map(|(v, aff)| {
+                v.as_ref()
+                    .filter(|_| !aff.is_empty())
+                    .map(|v| v.keep.iter().map(|&k| aff[k].clone()).collect())
+            })
+            .collect()
+    }
+
+    /// The allocator's claims for a node, and each one's position in `pending`: a node variant
+    /// with no request left is not allocated there.
+    fn claim_inputs<'c>(
+        &'c self,
+        variants: &'c [Option<super::extended::NodeVariant>],
+        trimmed: &'c [Option<ClaimAffinity>],
+    ) -> (Vec<ClaimInput<'c>>, Vec<usize>) {
+        let mut positions = Vec::with_capacity(self.pending.len());
+        let inputs = self
+            .pending
+            .iter()
+            .enumerate()
+            .filter(|(n, _)| {
+                variants
+                    .get(*n)
+                    .and_then(Option::as_ref)
+                    .is_none_or(|v| !v.claim.spec.devices.requests.is_empty())
+            })
+            .map(|(n, &i)| {
+                positions.push(n);
+                let variant = variants.get(n).and_then(Option::as_ref);
+                ClaimInput {
+                    key: &self.claims[i].key,
+                    claim: variant.map_or(&self.claims[i].claim, |v| &v.claim),
+                    affinity: trimmed
+                        .get(n)
+                        .and_then(Option::as_ref)
+                        .unwrap_or(&self.affinity[n]),
+                    slot: variant.is_none().then_some(n),
+                }
+            })
+            .collect();
+        (inputs, positions)
+    }
+}
+
 impl Plugin {
     /// PreFilter for the pod `namespace/name`: resolves its claims and starts a cycle.
     ///
@@ -210,7 +269,7 @@ impl Plugin {
     fn compute(&mut self, node_name: &str) -> NodeResult {
         let fail = |status: Status| NodeResult {
             status,
-            allocation: Vec::new(),
+            allocation: None,
             variants: Vec::new(),
             rank: 0,
         };
@@ -248,7 +307,7 @@ impl Plugin {
         if cycle.pending.is_empty() {
             return NodeResult {
                 status: Status::success(),
-                allocation: Vec::new(),
+                allocation: None,
                 variants: Vec::new(),
                 rank: 0,
             };
@@ -267,62 +326,26 @@ impl Plugin {
             Err(e) => return fail(Status::error(e.clone())),
         };
         // KEP-5004: the special claim without the resources this node serves through a device
-        // plugin; a claim left with no request is not allocated on this node.
-        let variants: Vec<Option<super::extended::NodeVariant>> = cycle
-            .pending
-            .iter()
-            .map(|&i| {
-                let c = &cycle.claims[i];
-                super::extended::node_variant(&c.claim, &c.extended, node)
-            })
-            .collect();
-        let trimmed: Vec<Option<ClaimAffinity>> = variants
-            .iter()
-            .zip(&cycle.affinity)
-            .map(|(v, aff)| {
-                v.as_ref()
-                    .filter(|_| !aff.is_empty())
-                    .map(|v| v.keep.iter().map(|&k| aff[k].clone()).collect())
-            })
-            .collect();
-        let mut allocated_at = Vec::with_capacity(cycle.pending.len());
-        let inputs: Vec<ClaimInput<'_>> = cycle
-            .pending
-            .iter()
-            .enumerate()
-            .filter(|(n, _)| {
-                variants[*n]
-                    .as_ref()
-                    .is_none_or(|v| !v.claim.spec.devices.requests.is_empty())
-            })
-            .map(|(n, &i)| {
-                allocated_at.push(n);
-                ClaimInput {
-                    key: &cycle.claims[i].key,
-                    claim: variants[n].as_ref().map_or(&cycle.claims[i].claim, |v| &v.claim),
-                    affinity: trimmed[n].as_ref().unwrap_or(&cycle.affinity[n]),
-                    slot: variants[n].is_none().then_some(n),
-                }
-            })
-            .collect();
-        // Aligns the allocator's results with `pending` again: an empty result for a claim that
-        // was left out.
-        let realign = |a: Vec<ClaimResult>| -> Vec<ClaimResult> {
-            let mut out: Vec<ClaimResult> = (0..cycle.pending.len())
-                .map(|_| ClaimResult {
-                    allocation: Default::default(),
-                    choices: Vec::new(),
+        // plugin; a claim left with no request is not allocated on this node. Without such a
+        // claim in the cycle nothing varies per node (`variants` stays empty).
+        let variants: Vec<Option<super::extended::NodeVariant>> = if cycle.any_extended() {
+            cycle
+                .pending
+                .iter()
+                .map(|&i| {
+                    let c = &cycle.claims[i];
+                    super::extended::node_variant(&c.claim, &c.extended, node)
                 })
-                .collect();
-            for (r, &n) in a.into_iter().zip(&allocated_at) {
-                out[n] = r;
-            }
-            out
+                .collect()
+        } else {
+            Vec::new()
         };
+        let trimmed = cycle.trimmed_affinity(&variants);
+        let (inputs, _) = cycle.claim_inputs(&variants, &trimmed);
         if inputs.is_empty() {
             return NodeResult {
                 status: Status::success(),
-                allocation: realign(Vec::new()),
+                allocation: None,
                 variants,
                 rank: 0,
             };
@@ -345,8 +368,8 @@ impl Plugin {
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
                 status: Status::success(),
-                rank: rank_of(&d.index, &d.extractors, &a),
-                allocation: realign(a),
+                rank: a.rank(&d.index, &d.extractors),
+                allocation: Some(a),
                 variants,
             },
             Ok(AllocOutcome::Unfit(notes)) => {
@@ -360,6 +383,61 @@ impl Plugin {
             Err(e) if e.starts_with("invalid resource pool") => fail(Status::unschedulable(e)),
             Err(e) => fail(Status::error(e)),
         }
+    }
+
+    /// The API results of the allocation Filter found on `node` (built only now, for the node
+    /// Reserve commits), aligned with the cycle's pending claims: an empty result for a claim
+    /// the node leaves out (KEP-5004).
+    fn materialize(&self, node_name: &str, r: &NodeResult) -> Result<Vec<ClaimResult>, Status> {
+        let cycle = self.cycle("reserve")?;
+        let empty = || ClaimResult {
+            allocation: Default::default(),
+            choices: Vec::new(),
+        };
+        let mut out: Vec<ClaimResult> = cycle.pending.iter().map(|_| empty()).collect();
+        let Some(allocation) = &r.allocation else {
+            return Ok(out);
+        };
+        let d = self
+            .derived
+            .as_ref()
+            .ok_or_else(|| Status::error("internal: slice index missing"))?;
+        let node = self
+            .nodes
+            .get(node_name)
+            .ok_or_else(|| Status::error(format!("node {node_name} not found")))?;
+        let cache = d.node_pools.borrow();
+        let pools = match cache.get(node_name) {
+            Some(Ok(p)) => p.as_slice(),
+            Some(Err(e)) => return Err(Status::error(e.clone())),
+            None => {
+                return Err(Status::error(format!(
+                    "internal: pools of node {node_name} missing"
+                )));
+            }
+        };
+        let trimmed = cycle.trimmed_affinity(&r.variants);
+        let (inputs, positions) = cycle.claim_inputs(&r.variants, &trimmed);
+        let locks = self.lock_view(d);
+        let input = allocator::Input {
+            index: &d.index,
+            extractors: &d.extractors,
+            cel: &self.cel,
+            classes: &self.classes,
+            allocated: &self.allocated,
+            locks: &locks,
+            node,
+            pools,
+            claims: &inputs,
+            consolidate: self.config.consolidate,
+            selector_cache: &d.selector_cache,
+            wanted_cache: &cycle.wanted,
+        };
+        let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
+        for (cr, n) in results.into_iter().zip(positions) {
+            out[n] = cr;
+        }
+        Ok(out)
     }
 
     /// PreScore: the feasible nodes of the cycle (those that passed every Filter plugin), over
@@ -473,7 +551,7 @@ impl Plugin {
                 "reserve on node {node} which did not pass filter"
             )));
         }
-        let result = r.allocation.clone();
+        let result = self.materialize(node, r)?;
         let variants = r.variants.clone();
         let variant = |n: usize| variants.get(n).and_then(Option::as_ref);
         let pod_key = cycle.pod.clone();
@@ -778,39 +856,6 @@ fn normalize(rank: u32, min: u32, max: u32) -> u32 {
     }
     let scaled = u64::from(rank.clamp(min, max) - min) * 100 / u64::from(max - min);
     u32::try_from(scaled).unwrap_or(100)
-}
-
-/// See [`Plugin::affinity_rank`].
-fn rank_of(index: &Index, extractors: &Extractors, allocation: &[ClaimResult]) -> u32 {
-    let mut total = 0u32;
-    for c in allocation {
-        // Per request (`<request>` or `<request>/<subrequest>` counts as its request): the sum
-        // of device ranks and the number of non-neutral devices.
-        let mut per_request: BTreeMap<&str, (u32, u32)> = BTreeMap::new();
-        for (result, ch) in c.allocation.devices.results.iter().zip(&c.choices) {
-            let request = result.request.split('/').next().unwrap_or(&result.request);
-            let slot = per_request.entry(request).or_default();
-            let neutral = result.admin_access == Some(true)
-                || !index.device(ch.dev).allow_multiple
-                || !extractors.pool_has_affinity(index, ch.dev);
-            if neutral {
-                continue;
-            }
-            slot.0 += match (&ch.affinity, ch.joined_lock) {
-                (Some(_), true) => 2,
-                (Some(_), false) => 1,
-                (None, _) => 0,
-            };
-            slot.1 += 1;
-        }
-        for (sum, n) in per_request.into_values() {
-            // A request with only neutral devices (n = 0) adds nothing.
-            if let Some(rank) = (sum * 50).checked_div(n) {
-                total = total.saturating_add(rank);
-            }
-        }
-    }
-    total
 }
 
 /// Which extractors apply to the devices a request could select, per (class, request selectors):

@@ -22,7 +22,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::affinity::{Config, Extractors, LockState, Values};
-use crate::allocator::{AllocatedState, ClaimAffinity, ClaimResult, LockSource, SelectorCache};
+use crate::allocator::{AllocatedState, ClaimAffinity, LockSource, SelectorCache};
 use crate::cel::CelCache;
 use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
@@ -101,7 +101,8 @@ struct CycleClaim {
 #[derive(Clone, Debug)]
 struct NodeResult {
     status: Status,
-    allocation: Vec<ClaimResult>,
+    /// The allocation found (compact; `None` when nothing was allocated on the node).
+    allocation: Option<crate::allocator::Allocation>,
     /// Per pending claim (same order; empty when there is none): the node's variant of the
     /// KEP-5004 special claim when the node serves some of its resources through a device plugin.
     variants: Vec<Option<extended::NodeVariant>>,
