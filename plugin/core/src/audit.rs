@@ -1075,7 +1075,7 @@ fn extended_claim(
     {
         return None;
     }
-    let classes = objects
+    let classes: std::collections::HashMap<String, _> = objects
         .iter()
         .filter_map(|o| match o {
             Object::DeviceClass(c) => Some((c.metadata.name.clone(), (**c).clone())),

@@ -7,7 +7,7 @@
 //! vector or a small map, and a [`DeviceKey`] (`driver/pool/device`) that allocated state is
 //! keyed by.
 
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 use std::sync::{Arc, OnceLock};
 
@@ -221,7 +221,7 @@ pub struct Index {
     /// Devices, by dense index.
     pub devices: Vec<DeviceEntry>,
     /// Device index by key.
-    pub by_key: HashMap<DeviceKey, DevIdx>,
+    pub by_key: crate::FxHashMap<DeviceKey, DevIdx>,
 }
 
 impl Index {

@@ -11,8 +11,6 @@
 //! `DeviceTaintRule` objects put their taint on every device their selector picks, with the same
 //! effect as a taint published in the slice ([`TaintRule`]; applied when the slice index is built).
 
-use std::collections::HashMap;
-
 use crate::cel::{CelCache, CelDevice};
 use crate::model::{DeviceClass, DeviceTaint, DeviceTaintRule, DeviceToleration};
 
@@ -95,7 +93,10 @@ pub struct TaintRule {
 impl TaintRule {
     /// Resolves a rule against the known classes; `None` for a rule without a selector (it matches
     /// no device).
-    pub fn resolve(rule: &DeviceTaintRule, classes: &HashMap<String, DeviceClass>) -> Option<TaintRule> {
+    pub fn resolve<S: std::hash::BuildHasher>(
+        rule: &DeviceTaintRule,
+        classes: &std::collections::HashMap<String, DeviceClass, S>,
+    ) -> Option<TaintRule> {
         let sel = rule.spec.device_selector.as_ref()?;
         let mut selectors = Vec::new();
         let mut unresolved = None;

@@ -20,7 +20,7 @@ mod undo;
 pub use result::share_id_for;
 pub use search::init_pool_counters;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use crate::FxHashMap;
 
@@ -87,7 +87,7 @@ pub struct Input<'a> {
     /// CEL cache.
     pub cel: &'a CelCache,
     /// DeviceClasses by name.
-    pub classes: &'a HashMap<String, DeviceClass>,
+    pub classes: &'a FxHashMap<String, DeviceClass>,
     /// Allocated state.
     pub allocated: &'a AllocatedState,
     /// Persistent locks.

@@ -25,7 +25,7 @@ mod library;
 mod semver;
 mod values;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
@@ -156,7 +156,7 @@ fn wrong_type(expected: &'static str, got: &dyn Val) -> CelError {
     }
 }
 
-type Entries<T> = Mutex<HashMap<String, Result<Arc<T>, CelError>>>;
+type Entries<T> = Mutex<crate::FxHashMap<String, Result<Arc<T>, CelError>>>;
 
 /// Compiles expressions once and caches them by text.
 pub struct CelCache {

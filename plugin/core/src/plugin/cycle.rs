@@ -97,7 +97,7 @@ impl Plugin {
                     claims: Vec::new(),
                     pending: Vec::new(),
                     affinity: Vec::new(),
-                    nodes: HashMap::new(),
+                    nodes: crate::FxHashMap::default(),
                     scoring: None,
                     wanted: Default::default(),
                 };
@@ -241,7 +241,7 @@ impl Plugin {
             claims,
             pending,
             affinity,
-            nodes: HashMap::new(),
+            nodes: crate::FxHashMap::default(),
             scoring: None,
             wanted: Default::default(),
         })
@@ -864,7 +864,7 @@ struct Candidates<'a> {
     cel: &'a CelCache,
     index: &'a Index,
     extractors: &'a Extractors,
-    classes: &'a HashMap<String, DeviceClass>,
+    classes: &'a crate::FxHashMap<String, DeviceClass>,
     /// Kept in the slice-derived state across pods; cleared when a DeviceClass changes.
     cache: &'a CandidateCache,
 }

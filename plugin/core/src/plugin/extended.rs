@@ -24,7 +24,7 @@
 //! What this plugin cannot decide exactly is an error, never a guess: two classes with the same
 //! `extendedResourceName`, a fractional request.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::model::{
     Container, ContainerExtendedResourceRequest, DeviceClass, DeviceRequest, ExactDeviceRequest, Node,
@@ -42,7 +42,9 @@ const MAX_GENERATE_BASE: usize = 58;
 const SUFFIX_ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
 
 /// Extended resource name → class name.
-pub fn class_mapping(classes: &HashMap<String, DeviceClass>) -> Result<BTreeMap<String, String>, String> {
+pub fn class_mapping<S: std::hash::BuildHasher>(
+    classes: &std::collections::HashMap<String, DeviceClass, S>,
+) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     let mut names: Vec<&String> = classes.keys().collect();
     names.sort();
@@ -338,9 +340,9 @@ pub(super) fn node_variant(
 /// `None` when the pod asks for no DRA-backed resource or the node provides all of them through a
 /// device plugin (no claim is created). The replay reports it from this function, so the report
 /// and the core agree by construction.
-pub fn status_on_node(
+pub fn status_on_node<S: std::hash::BuildHasher>(
     pod: &Pod,
-    classes: &HashMap<String, DeviceClass>,
+    classes: &std::collections::HashMap<String, DeviceClass, S>,
     node: &Node,
 ) -> Result<Option<crate::model::PodExtendedResourceClaimStatus>, String> {
     if let Some(s) = &pod.status.extended_resource_claim_status {
@@ -427,9 +429,9 @@ impl super::Plugin {
 /// allocation has results for (a resource the node serves through a device plugin has none).
 /// `None` when the pod asks for no DRA-backed resource; an error when a result names a request
 /// the pod does not make.
-pub fn claim_for_allocation(
+pub fn claim_for_allocation<S: std::hash::BuildHasher>(
     pod: &Pod,
-    classes: &HashMap<String, DeviceClass>,
+    classes: &std::collections::HashMap<String, DeviceClass, S>,
     allocation: &crate::model::AllocationResult,
 ) -> Result<Option<(ResourceClaim, crate::model::PodExtendedResourceClaimStatus)>, String> {
     let mapping = class_mapping(classes)?;

@@ -79,7 +79,7 @@ type HolderKey = (String, String);
 struct Derived {
     index: Index,
     extractors: Extractors,
-    node_pools: RefCell<HashMap<String, Result<Vec<NodePool>, String>>>,
+    node_pools: RefCell<crate::FxHashMap<String, Result<Vec<NodePool>, String>>>,
     /// Selector results per device, kept across nodes, pods and cycles until slices change.
     selector_cache: SelectorCache,
     /// PreFilter's candidate extractors per (class, selectors); cleared on DeviceClass events.
@@ -117,7 +117,7 @@ struct Cycle {
     /// Indexes into `claims` of the claims that need allocation.
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
-    nodes: HashMap<String, NodeResult>,
+    nodes: crate::FxHashMap<String, NodeResult>,
     /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
     /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
     scoring: Option<Scoring>,
@@ -158,7 +158,7 @@ pub struct Plugin {
     cel: CelCache,
     nodes: BTreeMap<String, Node>,
     pods: BTreeMap<String, Pod>,
-    classes: HashMap<String, DeviceClass>,
+    classes: crate::FxHashMap<String, DeviceClass>,
     slices: BTreeMap<String, ResourceSlice>,
     claims: BTreeMap<String, ResourceClaim>,
     templates: BTreeMap<String, ResourceClaimTemplate>,
@@ -199,7 +199,7 @@ impl Plugin {
             cel: CelCache::new(),
             nodes: BTreeMap::new(),
             pods: BTreeMap::new(),
-            classes: HashMap::new(),
+            classes: crate::FxHashMap::default(),
             slices: BTreeMap::new(),
             claims: BTreeMap::new(),
             templates: BTreeMap::new(),
@@ -487,7 +487,7 @@ impl Plugin {
             self.derived = Some(Derived {
                 index,
                 extractors,
-                node_pools: RefCell::new(HashMap::new()),
+                node_pools: RefCell::new(crate::FxHashMap::default()),
                 selector_cache: SelectorCache::default(),
                 candidates: Default::default(),
             });
