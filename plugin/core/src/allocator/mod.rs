@@ -316,7 +316,9 @@ struct Chosen {
     dev: DevIdx,
     admin: bool,
     shared: bool,
-    consumed: Option<BTreeMap<String, Quantity>>,
+    /// Capacity consumed, aligned with the device's `capacity` map (in its key order); `None`
+    /// for a dedicated device or one without capacities.
+    consumed: Option<Vec<Quantity>>,
     affinity: Option<std::sync::Arc<Values>>,
     joined_lock: bool,
 }
@@ -324,14 +326,16 @@ struct Chosen {
 struct Allocator<'a> {
     input: &'a Input<'a>,
     /// Candidate devices of the node in first-fit order (valid, complete pools only).
-    cands: Vec<DevIdx>,
+    cands: std::rc::Rc<[DevIdx]>,
     /// Per claim, per request, per subrequest (or one).
     reqs: Vec<Vec<Vec<ReqData<'a>>>>,
     selected_sub: FxHashMap<(usize, usize), usize>,
     constraints: Vec<Vec<Constraint>>,
     results: Vec<Vec<Chosen>>,
     allocating_devices: FxHashMap<DevIdx, Vec<usize>>,
-    allocating_capacity: FxHashMap<DevIdx, BTreeMap<String, Quantity>>,
+    /// Capacity consumed in this call per shared device, aligned with the device's `capacity`
+    /// map (no names copied on the search path).
+    allocating_capacity: FxHashMap<DevIdx, Vec<Quantity>>,
     allocating_affinity: FxHashMap<DevIdx, (std::sync::Arc<Values>, usize)>,
     counters: CounterState,
     order: FxHashMap<(usize, usize, usize), std::rc::Rc<[DevIdx]>>,

@@ -1,7 +1,7 @@
 //! Candidate ordering: devices already locked to the wanted values first (consolidation).
 
 use super::Allocator;
-use crate::affinity::LockState;
+use crate::affinity::{self, LockState};
 use crate::index::DevIdx;
 
 impl<'a> Allocator<'a> {
@@ -20,26 +20,42 @@ impl<'a> Allocator<'a> {
         }
         let rd = &self.reqs[ci][ri][si];
         let mut first = Vec::new();
-        let mut rest = Vec::new();
-        if self.input.extractors.is_empty() || !self.input.consolidate {
-            rest = self.cands.clone();
-        } else {
+        if self.input.consolidate && !self.input.extractors.is_empty() {
             let index = self.input.index;
-            for &d in &self.cands {
+            for &d in self.cands.iter() {
                 // Only a shared device of an affinity pool that is locked can be joined; check the
                 // cheap conditions before computing the values the request wants.
                 let entry = index.device(d);
                 let joined = entry.allow_multiple
                     && self.input.extractors.pool_has_affinity(index, d)
                     && match self.input.locks.lock(d) {
-                        LockState::Locked(l) => matches!(self.wanted(rd, d), Ok(Some(w)) if w == l),
+                        LockState::Locked(l) => {
+                            matches!(self.wanted(rd, d), Ok(Some(w)) if affinity::same(&w, &l))
+                        }
                         _ => false,
                     };
-                if joined { first.push(d) } else { rest.push(d) }
+                if joined {
+                    first.push(d);
+                }
             }
         }
-        first.extend(rest);
-        let order: std::rc::Rc<[DevIdx]> = first.into();
+        // Without a join the order is the first-fit order, shared (no copy).
+        let order: std::rc::Rc<[DevIdx]> = if first.is_empty() {
+            self.cands.clone()
+        } else {
+            // `first` is a subsequence of `cands`: one merge walk leaves it out of the rest.
+            let mut out = Vec::with_capacity(self.cands.len());
+            out.extend_from_slice(&first);
+            let mut j = 0;
+            for &d in self.cands.iter() {
+                if first.get(j) == Some(&d) {
+                    j += 1;
+                } else {
+                    out.push(d);
+                }
+            }
+            out.into()
+        };
         self.order.insert((ci, ri, si), order.clone());
         order
     }

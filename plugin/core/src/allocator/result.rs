@@ -33,7 +33,15 @@ impl<'a> Allocator<'a> {
                     binding_conditions: entry.device.binding_conditions.clone(),
                     binding_failure_conditions: entry.device.binding_failure_conditions.clone(),
                     share_id: None,
-                    consumed_capacity: ch.consumed.clone(),
+                    consumed_capacity: ch.consumed.as_ref().map(|c| {
+                        entry
+                            .device
+                            .capacity
+                            .keys()
+                            .cloned()
+                            .zip(c.iter().cloned())
+                            .collect()
+                    }),
                 });
                 choices.push(DeviceChoice {
                     dev: ch.dev,

@@ -1,8 +1,6 @@
 //! The per-request search: backtracking over claims, requests, subrequests and devices, and
 //! the availability checks for one candidate device.
 
-use std::collections::BTreeMap;
-
 use super::undo::Undo;
 use super::{
     AllocatedState, Allocator, Chosen, Input, MAX_RESULTS_PER_CLAIM, Mode, Pos, ReqData, Stop, lookup,
@@ -28,7 +26,7 @@ impl<'a> Allocator<'a> {
         }
         let allocated = self.input.allocated.capacity.get(&entry.key);
         let allocating = self.allocating_capacity.get(&d);
-        for (name, cap) in caps {
+        for (i, (name, cap)) in caps.iter().enumerate() {
             let consumed = capacity::consumed_capacity(rd.capacity.and_then(|r| r.get(name)), cap);
             if capacity::violates_policy(&consumed, cap.request_policy.as_ref()) {
                 return Some(false);
@@ -36,7 +34,7 @@ impl<'a> Allocator<'a> {
             let mut total = consumed;
             for extra in [
                 allocated.and_then(|m| m.get(name)),
-                allocating.and_then(|m| m.get(name)),
+                allocating.and_then(|v| v.get(i)),
             ]
             .into_iter()
             .flatten()
@@ -278,7 +276,7 @@ impl<'a> Allocator<'a> {
             claim: r.claim,
             dev: d,
             dedicated: !ama,
-            capacity: None,
+            capacity: false,
             counters: counters_pool,
             affinity: false,
             request,
@@ -288,23 +286,20 @@ impl<'a> Allocator<'a> {
         let mut consumed = None;
         if ama {
             let caps = &entry.device.capacity;
-            let c: BTreeMap<String, Quantity> = caps
+            let c: Vec<Quantity> = caps
                 .iter()
-                .map(|(n, cap)| {
-                    (
-                        n.clone(),
-                        capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap),
-                    )
-                })
+                .map(|(n, cap)| capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap))
                 .collect();
-            let slot = self.allocating_capacity.entry(d).or_default();
-            for (n, q) in &c {
-                let cur = slot.entry(n.clone()).or_insert_with(|| Quantity::from_i64(0));
+            let slot = self
+                .allocating_capacity
+                .entry(d)
+                .or_insert_with(|| vec![Quantity::from_i64(0); caps.len()]);
+            for (cur, q) in slot.iter_mut().zip(&c) {
                 if let Some(v) = cur.checked_add(q) {
                     *cur = v;
                 }
             }
-            undo.capacity = Some(c.clone());
+            undo.capacity = true;
             shared = true;
             if !c.is_empty() {
                 consumed = Some(c);

@@ -27,7 +27,7 @@ impl<'a> Allocator<'a> {
         }
         let mut a = Allocator {
             input,
-            cands,
+            cands: cands.into(),
             reqs: Vec::new(),
             selected_sub: FxHashMap::default(),
             constraints: Vec::new(),

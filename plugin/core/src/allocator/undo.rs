@@ -1,17 +1,16 @@
 //! The undo log: what one tentative device allocation changed, and how to take it back.
 
-use std::collections::BTreeMap;
-
 use super::{Allocator, lookup};
 use crate::index::DevIdx;
-use crate::quantity::Quantity;
 
 /// What one tentative device allocation changed.
 pub(super) struct Undo<'a> {
     pub(super) claim: usize,
     pub(super) dev: DevIdx,
     pub(super) dedicated: bool,
-    pub(super) capacity: Option<BTreeMap<String, Quantity>>,
+    /// A shared allocation: its consumed capacity (in the chosen result, which is still last)
+    /// is taken back.
+    pub(super) capacity: bool,
     pub(super) counters: Option<usize>,
     pub(super) affinity: bool,
     pub(super) request: &'a str,
@@ -36,12 +35,15 @@ impl<'a> Allocator<'a> {
                 self.allocating_devices.remove(&undo.dev);
             }
         }
-        if let Some(c) = &undo.capacity {
-            if let Some(slot) = self.allocating_capacity.get_mut(&undo.dev) {
-                for (n, q) in c {
-                    if let Some(cur) = slot.get_mut(n)
-                        && let Some(v) = cur.checked_sub(q)
-                    {
+        if undo.capacity {
+            let consumed = self.results[undo.claim]
+                .last()
+                .and_then(|ch| ch.consumed.as_ref());
+            if let Some(slot) = self.allocating_capacity.get_mut(&undo.dev)
+                && let Some(c) = consumed
+            {
+                for (cur, q) in slot.iter_mut().zip(c) {
+                    if let Some(v) = cur.checked_sub(q) {
                         *cur = v;
                     }
                 }
