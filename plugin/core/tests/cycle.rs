@@ -289,3 +289,21 @@ fn claim_named_in_pod_status_is_used_only_when_the_pod_owns_it() {
     assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
     assert!(st.reason.contains("not created for pod default/p"), "{st}");
 }
+
+#[test]
+fn a_class_change_during_the_cycle_applies_to_later_filter_calls() {
+    // Filter caches a request's compiled selectors for the cycle; a DeviceClass event must drop
+    // that cache, as it changes what the class selects.
+    let mut objects = base();
+    objects.push(claim("c", &[req("r", "class-a")]).json());
+    objects.push(pod("p", &["c"], "2026-01-01T00:00:00Z"));
+    let mut p = plugin("", &objects);
+    assert!(p.prefilter("default/p").is_success());
+    assert!(p.filter(NODE).is_success());
+    let narrowed = class("class-a", "device.driver == \"no-such-driver\"");
+    p.apply(EventKind::Update, &narrowed.to_string()).unwrap();
+    let status = p.filter(NODE);
+    assert_eq!(status.code, Code::Unschedulable, "{status}");
+    p.apply(EventKind::Update, &class_a().to_string()).unwrap();
+    assert!(p.filter(NODE).is_success());
+}

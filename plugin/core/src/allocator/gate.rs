@@ -10,7 +10,7 @@ impl<'a> Allocator<'a> {
     /// The affinity values the request wants on the device: `Ok(None)` when no extractor applies
     /// (or the device is not shared), `Err` when the device is not viable. The answer depends only
     /// on the request and the device's applicable extractor set, so it is cached per cycle
-    /// ([`super::WantedCache`]) across devices and nodes.
+    /// ([`super::CycleCache`]) across devices and nodes.
     pub(super) fn wanted(&self, rd: &ReqData<'_>, d: DevIdx) -> Result<Option<Arc<Values>>, Rejection> {
         // Admin access bypasses sharing affinity: no gating, no lock check, and no lock is set,
         // joined or held (its results do not count as holders either).
@@ -34,11 +34,11 @@ impl<'a> Allocator<'a> {
             return self.wanted_for(rd, ids);
         };
         let key = (slot, ri, si, set);
-        if let Some(w) = self.input.wanted_cache.borrow().get(&key) {
+        if let Some(w) = self.input.cycle_cache.wanted.borrow().get(&key) {
             return w.clone();
         }
         let w = self.wanted_for(rd, ids);
-        self.input.wanted_cache.borrow_mut().insert(key, w.clone());
+        self.input.cycle_cache.wanted.borrow_mut().insert(key, w.clone());
         w
     }
 

@@ -10,6 +10,7 @@
 //! `Ok(None)` means "does not fit on this node"; `Err` is bad input that aborts the attempt (a
 //! CEL error, a missing class, a constraint that `All` mode cannot satisfy...).
 
+mod devmap;
 mod gate;
 mod order;
 mod result;
@@ -23,6 +24,7 @@ pub use search::init_pool_counters;
 use std::collections::BTreeMap;
 
 use crate::FxHashMap;
+use devmap::DevMap;
 
 use crate::affinity::{self, Extractors, LockState, Outcome, Values};
 use crate::cel::CelCache;
@@ -102,19 +104,26 @@ pub struct Input<'a> {
     pub consolidate: bool,
     /// Selector results per (device, selector id), shared by calls until slices change.
     pub selector_cache: &'a SelectorCache,
-    /// What each request wants per applicable extractor set, shared by the calls of one cycle.
-    pub wanted_cache: &'a WantedCache,
+    /// Caches shared by the calls of one cycle.
+    pub cycle_cache: &'a CycleCache,
 }
-
-/// The values a request wants ([`Allocator::wanted`]) per (claim slot, request, subrequest,
-/// [`Extractors::applicable_set`] id). Valid for one cycle: the claims' affinity outcomes and the
-/// extractors must not change while it is used.
-pub type WantedCache = std::cell::RefCell<
-    FxHashMap<(u32, u32, u32, u32), Result<Option<std::sync::Arc<Values>>, affinity::Rejection>>,
->;
 
 /// Selector results per (device, [`crate::cel::Selector::id`]).
 pub type SelectorCache = std::cell::RefCell<crate::FxHashMap<(DevIdx, u32), bool>>;
+
+/// Caches shared by the allocation calls of one cycle (one pod's Filter over the nodes, and
+/// Reserve), keyed by [`ClaimInput::slot`]. Valid while the claims, their affinity outcomes, the
+/// DeviceClasses and the extractors stay the same: drop it when any of them changes.
+#[derive(Default)]
+pub struct CycleCache {
+    /// What a request wants ([`Allocator::wanted`]) per (claim slot, request, subrequest,
+    /// [`Extractors::applicable_set`] id).
+    wanted: std::cell::RefCell<WantedMap>,
+    /// A request's compiled class and request selectors per (claim slot, request, subrequest).
+    selectors: std::cell::RefCell<FxHashMap<(u32, u32, u32), std::sync::Arc<[ReqSelector]>>>,
+}
+
+type WantedMap = FxHashMap<(u32, u32, u32, u32), Result<Option<std::sync::Arc<Values>>, affinity::Rejection>>;
 
 /// One allocated device with what Reserve and Score need beyond the API result.
 #[derive(Clone, Debug, PartialEq)]
@@ -277,10 +286,9 @@ enum Mode {
     All,
 }
 
-/// One selector of a request: (from the class, expression, compiled).
-type ReqSelector<'a> = (
+/// One selector of a request: (from the class, compiled).
+type ReqSelector = (
     bool,
-    &'a str,
     Result<std::sync::Arc<crate::cel::Selector>, crate::cel::CelError>,
 );
 
@@ -288,8 +296,10 @@ struct ReqData<'a> {
     request: &'a str,
     sub: Option<&'a str>,
     class: &'a DeviceClass,
-    /// Class selectors then request selectors: (from the class, expression, compiled).
-    selectors: Vec<ReqSelector<'a>>,
+    /// Class selectors then request selectors, compiled (shared by the calls of a cycle).
+    selectors: std::sync::Arc<[ReqSelector]>,
+    /// The request's own selectors (for the expressions in error messages).
+    own_selectors: &'a [crate::model::DeviceSelector],
     mode: Mode,
     admin: bool,
     tolerations: &'a [DeviceToleration],
@@ -306,6 +316,18 @@ struct ReqData<'a> {
 impl ReqData<'_> {
     fn full_name(&self) -> String {
         affinity::full_name(self.request, self.sub)
+    }
+
+    /// The expression of selector `i` of [`ReqData::selectors`].
+    fn expression(&self, i: usize) -> &str {
+        let class = &self.class.spec.selectors;
+        match class.get(i) {
+            Some(s) => &s.cel.expression,
+            None => self
+                .own_selectors
+                .get(i - class.len())
+                .map_or("", |s| s.cel.expression.as_str()),
+        }
     }
 }
 
@@ -332,13 +354,15 @@ struct Allocator<'a> {
     selected_sub: FxHashMap<(usize, usize), usize>,
     constraints: Vec<Vec<Constraint>>,
     results: Vec<Vec<Chosen>>,
-    allocating_devices: FxHashMap<DevIdx, Vec<usize>>,
+    allocating_devices: DevMap<Vec<usize>>,
     /// Capacity consumed in this call per shared device, aligned with the device's `capacity`
     /// map (no names copied on the search path).
-    allocating_capacity: FxHashMap<DevIdx, Vec<Quantity>>,
-    allocating_affinity: FxHashMap<DevIdx, (std::sync::Arc<Values>, usize)>,
+    allocating_capacity: DevMap<Vec<Quantity>>,
+    allocating_affinity: DevMap<(std::sync::Arc<Values>, usize)>,
     counters: CounterState,
-    order: FxHashMap<(usize, usize, usize), std::rc::Rc<[DevIdx]>>,
+    /// Persistent candidate order per (claim, request, subrequest), computed on first use (a
+    /// call has a few requests: searched linearly).
+    order: Vec<((usize, usize, usize), std::rc::Rc<[DevIdx]>)>,
     /// Rejected devices and why, formatted only when the call fails.
     notes: Vec<(DevIdx, affinity::Rejection)>,
 }

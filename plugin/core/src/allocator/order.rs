@@ -15,7 +15,7 @@ impl<'a> Allocator<'a> {
 
     /// [`Allocator::order_for`] before this call's tentative locks, cached per request.
     fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> std::rc::Rc<[DevIdx]> {
-        if let Some(o) = self.order.get(&(ci, ri, si)) {
+        if let Some((_, o)) = self.order.iter().find(|(k, _)| *k == (ci, ri, si)) {
             return o.clone();
         }
         let rd = &self.reqs[ci][ri][si];
@@ -56,7 +56,7 @@ impl<'a> Allocator<'a> {
             }
             out.into()
         };
-        self.order.insert((ci, ri, si), order.clone());
+        self.order.push(((ci, ri, si), order.clone()));
         order
     }
 

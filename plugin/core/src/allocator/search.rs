@@ -292,8 +292,7 @@ impl<'a> Allocator<'a> {
                 .collect();
             let slot = self
                 .allocating_capacity
-                .entry(d)
-                .or_insert_with(|| vec![Quantity::from_i64(0); caps.len()]);
+                .or_insert_with(d, || vec![Quantity::from_i64(0); caps.len()]);
             for (cur, q) in slot.iter_mut().zip(&c) {
                 if let Some(v) = cur.checked_add(q) {
                     *cur = v;
@@ -305,13 +304,10 @@ impl<'a> Allocator<'a> {
                 consumed = Some(c);
             }
         } else {
-            self.allocating_devices.entry(d).or_default().push(r.claim);
+            self.allocating_devices.or_insert_with(d, Vec::new).push(r.claim);
         }
         if let Some(w) = &wanted {
-            let slot = self
-                .allocating_affinity
-                .entry(d)
-                .or_insert_with(|| (w.clone(), 0));
+            let slot = self.allocating_affinity.or_insert_with(d, || (w.clone(), 0));
             slot.1 += 1;
             undo.affinity = true;
         }
@@ -361,7 +357,8 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
     let index = input.index;
     let entry = index.device(d);
     let pool = &index.pools[entry.pool];
-    for (i, (from_class, expr, compiled)) in rd.selectors.iter().enumerate() {
+    for (i, (from_class, compiled)) in rd.selectors.iter().enumerate() {
+        let expr = rd.expression(i);
         let owner = || {
             if *from_class {
                 format!("class {}", rd.class.metadata.name)

@@ -6,10 +6,11 @@ use std::collections::BTreeMap;
 use crate::FxHashMap;
 
 use super::search::selectable;
-use super::{Allocator, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData};
+use super::{Allocator, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData, ReqSelector};
 use crate::affinity::{self, Outcome};
 use crate::constraints::{Constraint, RequestScope};
 use crate::counters::CounterState;
+use crate::model::DeviceClass;
 use crate::model::DeviceToleration;
 use crate::quantity::Quantity;
 
@@ -32,11 +33,11 @@ impl<'a> Allocator<'a> {
             selected_sub: FxHashMap::default(),
             constraints: Vec::new(),
             results: Vec::new(),
-            allocating_devices: FxHashMap::default(),
-            allocating_capacity: FxHashMap::default(),
-            allocating_affinity: FxHashMap::default(),
+            allocating_devices: Default::default(),
+            allocating_capacity: Default::default(),
+            allocating_affinity: Default::default(),
             counters: CounterState::default(),
-            order: FxHashMap::default(),
+            order: Vec::new(),
             notes: Default::default(),
         };
         for (ci, c) in input.claims.iter().enumerate() {
@@ -178,14 +179,8 @@ impl<'a> Allocator<'a> {
             request,
             sub,
             class,
-            selectors: class
-                .spec
-                .selectors
-                .iter()
-                .map(|s| (true, s.cel.expression.as_str()))
-                .chain(selectors.iter().map(|s| (false, s.cel.expression.as_str())))
-                .map(|(from_class, expr)| (from_class, expr, self.input.cel.selector(expr)))
-                .collect(),
+            selectors: self.compiled_selectors(class, selectors, cache_key),
+            own_selectors: selectors,
             mode,
             admin,
             tolerations,
@@ -236,5 +231,38 @@ impl<'a> Allocator<'a> {
             rd.requested = rd.num_devices as u64;
         }
         Ok(rd)
+    }
+
+    /// The class's then the request's selectors, compiled: from the cycle cache when the request
+    /// has a cache key.
+    fn compiled_selectors(
+        &self,
+        class: &DeviceClass,
+        selectors: &[crate::model::DeviceSelector],
+        cache_key: Option<(u32, u32, u32)>,
+    ) -> std::sync::Arc<[ReqSelector]> {
+        let compile = || -> std::sync::Arc<[ReqSelector]> {
+            class
+                .spec
+                .selectors
+                .iter()
+                .map(|s| (true, s))
+                .chain(selectors.iter().map(|s| (false, s)))
+                .map(|(from_class, s)| (from_class, self.input.cel.selector(&s.cel.expression)))
+                .collect()
+        };
+        let Some(key) = cache_key else {
+            return compile();
+        };
+        if let Some(c) = self.input.cycle_cache.selectors.borrow().get(&key) {
+            return c.clone();
+        }
+        let c = compile();
+        self.input
+            .cycle_cache
+            .selectors
+            .borrow_mut()
+            .insert(key, c.clone());
+        c
     }
 }

@@ -99,7 +99,7 @@ impl Plugin {
                     affinity: Vec::new(),
                     nodes: crate::FxHashMap::default(),
                     scoring: None,
-                    wanted: Default::default(),
+                    cache: Default::default(),
                 };
                 (s, c)
             }
@@ -243,7 +243,7 @@ impl Plugin {
             affinity,
             nodes: crate::FxHashMap::default(),
             scoring: None,
-            wanted: Default::default(),
+            cache: Default::default(),
         })
     }
 
@@ -363,7 +363,7 @@ impl Plugin {
             claims: &inputs,
             consolidate: self.config.consolidate,
             selector_cache: &d.selector_cache,
-            wanted_cache: &cycle.wanted,
+            cycle_cache: &cycle.cache,
         };
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
@@ -431,7 +431,7 @@ impl Plugin {
             claims: &inputs,
             consolidate: self.config.consolidate,
             selector_cache: &d.selector_cache,
-            wanted_cache: &cycle.wanted,
+            cycle_cache: &cycle.cache,
         };
         let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
         for (cr, n) in results.into_iter().zip(positions) {

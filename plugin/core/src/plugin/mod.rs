@@ -121,10 +121,10 @@ struct Cycle {
     /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
     /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
     scoring: Option<Scoring>,
-    /// What each pending request wants per applicable extractor set, shared by the cycle's
-    /// Filter calls (the claims' outcomes and the extractors are fixed for the cycle: a slice
-    /// change ends it).
-    wanted: crate::allocator::WantedCache,
+    /// The allocator's per-cycle caches (what each pending request wants per applicable
+    /// extractor set, compiled selectors). The claims' outcomes and the extractors are fixed for
+    /// the cycle (a slice change ends it); a DeviceClass change drops the cache.
+    cache: crate::allocator::CycleCache,
 }
 
 /// See [`Cycle::scoring`].
@@ -390,6 +390,9 @@ impl Plugin {
     fn classes_changed(&mut self) {
         if let Some(d) = &self.derived {
             d.candidates.borrow_mut().clear();
+        }
+        if let Some(c) = &mut self.cycle {
+            c.cache = Default::default();
         }
         self.class_changed();
     }
