@@ -292,6 +292,9 @@ impl fmt::Display for Rejection {
     }
 }
 
+/// An applicable extractor set: its interned id and the extractors.
+type AppSet = (u32, Vec<ExtId>);
+
 /// The extractors of all pools, and which apply to each device (computed lazily, once).
 pub struct Extractors {
     /// All extractors.
@@ -306,7 +309,7 @@ pub struct Extractors {
     pub group: Vec<usize>,
     /// Per group: its first extractor, the one that is evaluated.
     pub groups: Vec<ExtId>,
-    applicable: Vec<std::sync::OnceLock<Result<(u32, Vec<ExtId>), String>>>,
+    applicable: Vec<std::sync::OnceLock<Result<AppSet, String>>>,
     /// Interned applicable sets ([`Extractors::applicable_set`]).
     sets: std::cell::RefCell<crate::FxHashMap<Vec<ExtId>, u32>>,
     /// One warning per pool whose configuration extractors were ignored because the driver

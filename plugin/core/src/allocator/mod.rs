@@ -74,7 +74,7 @@ pub struct ClaimInput<'a> {
     pub claim: &'a ResourceClaim,
     /// Affinity outcomes computed at PreFilter.
     pub affinity: &'a ClaimAffinity,
-    /// The claim's position for the per-cycle caches ([`Input::wanted_cache`]): the same slot
+    /// The claim's position for the per-cycle caches ([`Input::cycle_cache`]): the same slot
     /// must mean the same claim with the same `affinity` in every call sharing the cache. `None`
     /// for a per-node variant of a claim (not cached).
     pub slot: Option<usize>,
@@ -120,8 +120,11 @@ pub struct CycleCache {
     /// [`Extractors::applicable_set`] id).
     wanted: std::cell::RefCell<WantedMap>,
     /// A request's compiled class and request selectors per (claim slot, request, subrequest).
-    selectors: std::cell::RefCell<FxHashMap<(u32, u32, u32), std::sync::Arc<[ReqSelector]>>>,
+    selectors: std::cell::RefCell<FxHashMap<CacheKey, std::sync::Arc<[ReqSelector]>>>,
 }
+
+/// A request's key in the [`CycleCache`]: (claim slot, request, subrequest).
+type CacheKey = (u32, u32, u32);
 
 type WantedMap = FxHashMap<(u32, u32, u32, u32), Result<Option<std::sync::Arc<Values>>, affinity::Rejection>>;
 
@@ -261,6 +264,9 @@ pub fn materialize(input: &Input<'_>, allocation: &Allocation) -> Result<Vec<Cla
     a.build_results()
 }
 
+/// (claim, request, subrequest) positions in [`Allocator::reqs`].
+type ReqPos = (usize, usize, usize);
+
 #[derive(Clone, Copy, Debug, Default)]
 struct Pos {
     claim: usize,
@@ -309,8 +315,8 @@ struct ReqData<'a> {
     /// The count asked for (`Exact` mode; 0 for `All`), in u64 whatever the target's usize.
     requested: u64,
     affinity: &'a [Option<Outcome>],
-    /// Key of [`Input::wanted_cache`]: (claim slot, request, subrequest); `None`: not cached.
-    cache_key: Option<(u32, u32, u32)>,
+    /// Key of the [`CycleCache`] entries; `None`: not cached.
+    cache_key: Option<CacheKey>,
 }
 
 impl ReqData<'_> {
@@ -362,7 +368,7 @@ struct Allocator<'a> {
     counters: CounterState,
     /// Persistent candidate order per (claim, request, subrequest), computed on first use (a
     /// call has a few requests: searched linearly).
-    order: Vec<((usize, usize, usize), std::rc::Rc<[DevIdx]>)>,
+    order: Vec<(ReqPos, std::rc::Rc<[DevIdx]>)>,
     /// Rejected devices and why, formatted only when the call fails.
     notes: Vec<(DevIdx, affinity::Rejection)>,
 }

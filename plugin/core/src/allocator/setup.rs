@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use crate::FxHashMap;
 
 use super::search::selectable;
-use super::{Allocator, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData, ReqSelector};
+use super::{Allocator, CacheKey, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData, ReqSelector};
 use crate::affinity::{self, Outcome};
 use crate::constraints::{Constraint, RequestScope};
 use crate::counters::CounterState;
@@ -145,7 +145,7 @@ impl<'a> Allocator<'a> {
         admin: bool,
         tolerations: &'a [DeviceToleration],
         capacity: Option<&'a BTreeMap<String, Quantity>>,
-        (affinity, cache_key): (Option<&'a [Option<Outcome>]>, Option<(u32, u32, u32)>),
+        (affinity, cache_key): (Option<&'a [Option<Outcome>]>, Option<CacheKey>),
     ) -> Result<ReqData<'a>, String> {
         let claim = self.input.claims[ci].key;
         let name = affinity::full_name(request, sub);
@@ -239,7 +239,7 @@ impl<'a> Allocator<'a> {
         &self,
         class: &DeviceClass,
         selectors: &[crate::model::DeviceSelector],
-        cache_key: Option<(u32, u32, u32)>,
+        cache_key: Option<CacheKey>,
     ) -> std::sync::Arc<[ReqSelector]> {
         let compile = || -> std::sync::Arc<[ReqSelector]> {
             class
