@@ -98,6 +98,8 @@ pub struct Input<'a> {
     pub node: &'a Node,
     /// The node's pools.
     pub pools: &'a [NodePool],
+    /// The node's candidate devices ([`candidates`] of `pools`).
+    pub candidates: &'a std::sync::Arc<[DevIdx]>,
     /// The claims, in order.
     pub claims: &'a [ClaimInput<'a>],
     /// Try devices already locked to the wanted values first (consolidation).
@@ -178,9 +180,10 @@ impl Allocation {
     /// so neutral requests never dilute the others.
     pub fn rank(&self, index: &Index, extractors: &Extractors) -> u32 {
         let mut total = 0u32;
+        // Per claim: (request index, sum, non-neutral devices), in first-use order.
+        let mut per_request: Vec<(usize, u32, u32)> = Vec::new();
         for chosen in &self.results {
-            // (request index, sum, non-neutral devices), in first-use order.
-            let mut per_request: Vec<(usize, u32, u32)> = Vec::new();
+            per_request.clear();
             for ch in chosen {
                 let slot = match per_request.iter().position(|r| r.0 == ch.req.0) {
                     Some(i) => i,
@@ -202,7 +205,7 @@ impl Allocation {
                 };
                 per_request[slot].2 += 1;
             }
-            for (_, sum, n) in per_request {
+            for &(_, sum, n) in &per_request {
                 // A request with only neutral devices (n = 0) adds nothing.
                 if let Some(rank) = (sum * 50).checked_div(n) {
                     total = total.saturating_add(rank);
@@ -211,6 +214,22 @@ impl Allocation {
         }
         total
     }
+}
+
+/// A node's candidate devices in first-fit order: the devices of its pools' slices, valid and
+/// complete pools only (what [`Input::candidates`] must be).
+pub fn candidates(index: &Index, pools: &[NodePool]) -> std::sync::Arc<[DevIdx]> {
+    let mut cands = Vec::new();
+    for np in pools {
+        let pool = &index.pools[np.pool];
+        if !pool.complete || pool.invalid.is_some() {
+            continue;
+        }
+        for &si in &np.slices {
+            cands.extend_from_slice(&pool.slices[si].devices);
+        }
+    }
+    cands.into()
 }
 
 /// Allocates all claims on the node. See the module docs.
@@ -354,7 +373,7 @@ struct Chosen {
 struct Allocator<'a> {
     input: &'a Input<'a>,
     /// Candidate devices of the node in first-fit order (valid, complete pools only).
-    cands: std::rc::Rc<[DevIdx]>,
+    cands: std::sync::Arc<[DevIdx]>,
     /// Per claim, per request, per subrequest (or one).
     reqs: Vec<Vec<Vec<ReqData<'a>>>>,
     selected_sub: FxHashMap<(usize, usize), usize>,
@@ -368,7 +387,7 @@ struct Allocator<'a> {
     counters: CounterState,
     /// Persistent candidate order per (claim, request, subrequest), computed on first use (a
     /// call has a few requests: searched linearly).
-    order: Vec<(ReqPos, std::rc::Rc<[DevIdx]>)>,
+    order: Vec<(ReqPos, std::sync::Arc<[DevIdx]>)>,
     /// Rejected devices and why, formatted only when the call fails.
     notes: Vec<(DevIdx, affinity::Rejection)>,
 }

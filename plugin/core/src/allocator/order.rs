@@ -8,13 +8,13 @@ impl<'a> Allocator<'a> {
     /// Candidate order for a request: devices already locked to the values the request wants come
     /// first (consolidation), persistent locks and this call's tentative locks alike; otherwise
     /// first-fit order.
-    pub(super) fn order_for(&mut self, ci: usize, ri: usize, si: usize) -> std::rc::Rc<[DevIdx]> {
+    pub(super) fn order_for(&mut self, ci: usize, ri: usize, si: usize) -> std::sync::Arc<[DevIdx]> {
         let base = self.persistent_order(ci, ri, si);
         self.with_tentative_joins(ci, ri, si, base)
     }
 
     /// [`Allocator::order_for`] before this call's tentative locks, cached per request.
-    fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> std::rc::Rc<[DevIdx]> {
+    fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> std::sync::Arc<[DevIdx]> {
         if let Some((_, o)) = self.order.iter().find(|(k, _)| *k == (ci, ri, si)) {
             return o.clone();
         }
@@ -40,7 +40,7 @@ impl<'a> Allocator<'a> {
             }
         }
         // Without a join the order is the first-fit order, shared (no copy).
-        let order: std::rc::Rc<[DevIdx]> = if first.is_empty() {
+        let order: std::sync::Arc<[DevIdx]> = if first.is_empty() {
             self.cands.clone()
         } else {
             // `first` is a subsequence of `cands`: one merge walk leaves it out of the rest.
@@ -71,8 +71,8 @@ impl<'a> Allocator<'a> {
         ci: usize,
         ri: usize,
         si: usize,
-        base: std::rc::Rc<[DevIdx]>,
-    ) -> std::rc::Rc<[DevIdx]> {
+        base: std::sync::Arc<[DevIdx]>,
+    ) -> std::sync::Arc<[DevIdx]> {
         if !self.input.consolidate || self.allocating_affinity.is_empty() {
             return base;
         }

@@ -16,23 +16,13 @@ use crate::quantity::Quantity;
 
 impl<'a> Allocator<'a> {
     pub(super) fn new(input: &'a Input<'a>) -> Result<Self, String> {
-        let mut cands = Vec::new();
-        for np in input.pools {
-            let pool = &input.index.pools[np.pool];
-            if !pool.complete || pool.invalid.is_some() {
-                continue;
-            }
-            for &si in &np.slices {
-                cands.extend_from_slice(&pool.slices[si].devices);
-            }
-        }
         let mut a = Allocator {
             input,
-            cands: cands.into(),
-            reqs: Vec::new(),
+            cands: input.candidates.clone(),
+            reqs: Vec::with_capacity(input.claims.len()),
             selected_sub: FxHashMap::default(),
-            constraints: Vec::new(),
-            results: Vec::new(),
+            constraints: Vec::with_capacity(input.claims.len()),
+            results: Vec::with_capacity(input.claims.len()),
             allocating_devices: Default::default(),
             allocating_capacity: Default::default(),
             allocating_affinity: Default::default(),
@@ -41,7 +31,7 @@ impl<'a> Allocator<'a> {
             notes: Default::default(),
         };
         for (ci, c) in input.claims.iter().enumerate() {
-            let mut per_claim = Vec::new();
+            let mut per_claim = Vec::with_capacity(c.claim.spec.devices.requests.len());
             // In u64 from the requested counts (not `num_devices`, which saturates at usize::MAX on
             // wasm32), saturating: the limit and its error read the same on every target.
             let mut min_devices = 0u64;

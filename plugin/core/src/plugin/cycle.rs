@@ -319,10 +319,14 @@ impl Plugin {
         // the allocation call, which does not touch it.
         let mut cache = d.node_pools.borrow_mut();
         if !cache.contains_key(node_name) {
-            cache.insert(node_name.to_string(), d.index.pools_for_node(node));
+            let devices = d.index.pools_for_node(node).map(|pools| {
+                let cands = allocator::candidates(&d.index, &pools);
+                (pools, cands)
+            });
+            cache.insert(node_name.to_string(), devices);
         }
-        let pools = match &cache[node_name] {
-            Ok(p) => p.as_slice(),
+        let (pools, candidates) = match &cache[node_name] {
+            Ok((p, c)) => (p.as_slice(), c),
             Err(e) => return fail(Status::error(e.clone())),
         };
         // KEP-5004: the special claim without the resources this node serves through a device
@@ -360,6 +364,7 @@ impl Plugin {
             locks: &locks,
             node,
             pools,
+            candidates,
             claims: &inputs,
             consolidate: self.config.consolidate,
             selector_cache: &d.selector_cache,
@@ -407,8 +412,8 @@ impl Plugin {
             .get(node_name)
             .ok_or_else(|| Status::error(format!("node {node_name} not found")))?;
         let cache = d.node_pools.borrow();
-        let pools = match cache.get(node_name) {
-            Some(Ok(p)) => p.as_slice(),
+        let (pools, candidates) = match cache.get(node_name) {
+            Some(Ok((p, c))) => (p.as_slice(), c),
             Some(Err(e)) => return Err(Status::error(e.clone())),
             None => {
                 return Err(Status::error(format!(
@@ -428,6 +433,7 @@ impl Plugin {
             locks: &locks,
             node,
             pools,
+            candidates,
             claims: &inputs,
             consolidate: self.config.consolidate,
             selector_cache: &d.selector_cache,

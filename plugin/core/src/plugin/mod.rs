@@ -75,11 +75,16 @@ struct Holder {
 /// two holders.
 type HolderKey = (String, String);
 
+/// A node's pools and candidate devices.
+type NodeDevices = (Vec<NodePool>, std::sync::Arc<[crate::index::DevIdx]>);
+
 /// Slice-derived state, rebuilt when slices or the configuration change.
 struct Derived {
     index: Index,
     extractors: Extractors,
-    node_pools: RefCell<crate::FxHashMap<String, Result<Vec<NodePool>, String>>>,
+    /// Per node: its pools and its candidate devices in first-fit order
+    /// ([`crate::allocator::candidates`]), computed once per node and index.
+    node_pools: RefCell<crate::FxHashMap<String, Result<NodeDevices, String>>>,
     /// Selector results per device, kept across nodes, pods and cycles until slices change.
     selector_cache: SelectorCache,
     /// PreFilter's candidate extractors per (class, selectors); cleared on DeviceClass events.
