@@ -258,10 +258,18 @@ pub fn program_hex(calls: &[Call]) -> String {
     hex
 }
 
+/// [`HOST_CLUSTER`]'s objects, parsed once per process: the text is a constant, so every input
+/// starts from the same objects whether they are parsed once or each time.
+fn host_objects() -> &'static [Object] {
+    static OBJECTS: OnceLock<Vec<Object>> = OnceLock::new();
+    OBJECTS.get_or_init(|| parse_objects(HOST_CLUSTER).map(|p| p.objects).unwrap_or_default())
+}
+
+/// A fresh KSWE cluster state (its own object store) holding [`HOST_CLUSTER`]'s objects.
 fn host_cluster() -> Cluster {
     let mut cluster = Cluster::default();
-    for object in parse_objects(HOST_CLUSTER).map(|p| p.objects).unwrap_or_default() {
-        let _ = cluster.store.apply(Change::Add, object);
+    for object in host_objects() {
+        let _ = cluster.store.apply(Change::Add, object.clone());
     }
     cluster
 }
@@ -564,9 +572,7 @@ pub fn run_component_events(batches: &[&[Ev]]) -> usize {
         rejected += got.len();
     }
     let nodes = native.node_names();
-    let pods: Vec<String> = parse_objects(HOST_CLUSTER)
-        .map(|p| p.objects)
-        .unwrap_or_default()
+    let pods: Vec<String> = host_objects()
         .iter()
         .filter_map(|o| match o {
             Object::Pod(p) if p.spec.node_name.is_empty() => Some(o.key()),

@@ -167,6 +167,27 @@ pub struct Replay {
     pub guest_memory_bytes: Option<u64>,
 }
 
+impl Replay {
+    /// The first sign that the replay did not decide every pending pod, in this order: an object
+    /// rejected while loading; a pod whose cycle ended in an error; a pod left unbound although a
+    /// node passed its Filter. `None` when every pod was bound or failed Filter on every node it
+    /// was tried on (or failed PreFilter).
+    pub fn undecided(&self) -> Option<String> {
+        if !self.rejected.is_empty() {
+            return Some(format!("rejected objects: {:?}", self.rejected));
+        }
+        for p in &self.pods {
+            if let Some(e) = &p.error {
+                return Some(format!("{}: {e}", p.pod));
+            }
+            if p.node.is_none() && p.nodes.iter().any(|n| n.status.is_success()) {
+                return Some(format!("{} unbound although a node passed Filter", p.pod));
+            }
+        }
+        None
+    }
+}
+
 /// When a pod's binding cycle runs.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Binding {
@@ -460,6 +481,53 @@ pub fn scenario_dirs() -> Vec<std::path::PathBuf> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn undecided_names_a_rejection_an_error_or_an_unbound_pod_that_passed_filter() {
+        let node = |name: &str, status: Status| NodeOutcome {
+            node: name.into(),
+            status,
+            score: None,
+        };
+        let pod = |name: &str, bound: Option<&str>, nodes: Vec<NodeOutcome>| PodOutcome {
+            pod: name.into(),
+            node: bound.map(String::from),
+            nodes,
+            allocations: Vec::new(),
+            error: None,
+            extended: None,
+        };
+        let decided = Replay {
+            engine: "native",
+            rejected: Vec::new(),
+            pods: vec![
+                pod("a/bound", Some("n1"), vec![node("n1", Status::success())]),
+                pod("a/full", None, vec![node("n1", Status::unschedulable("full"))]),
+                pod("a/no-prefilter", None, Vec::new()),
+            ],
+            samples: Samples::default(),
+            guest_memory_bytes: None,
+        };
+        assert_eq!(decided.undecided(), None);
+
+        let mut r = decided.clone();
+        r.rejected.push("ResourceSlice s: bad".into());
+        assert_eq!(
+            r.undecided().as_deref(),
+            Some(r#"rejected objects: ["ResourceSlice s: bad"]"#)
+        );
+
+        let mut r = decided.clone();
+        r.pods[1].error = Some("trapped".into());
+        assert_eq!(r.undecided().as_deref(), Some("a/full: trapped"));
+
+        let mut r = decided.clone();
+        r.pods[1].nodes.push(node("n2", Status::success()));
+        assert_eq!(
+            r.undecided().as_deref(),
+            Some("a/full unbound although a node passed Filter")
+        );
+    }
 
     #[test]
     fn pending_pods_are_ordered_by_creation_then_key_and_nodes_by_name() {

@@ -30,38 +30,15 @@ use sharing_affinity_host::artifact;
 use sharing_affinity_host::audit::Trail;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
-use sharing_affinity_host::generate::{ClaimShape, Generated, Profile, Shapes, Spec, generate};
+use sharing_affinity_host::generate::{ClaimShape, Generated, Profile, Rng, Shapes, Spec, generate};
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Binding, Cluster, Replay, replay_observed, replay_with};
 use sharing_affinity_host::report;
 
-/// SplitMix64, for drawing the spec of a seed.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `lo..=hi`.
-    fn range(&mut self, lo: usize, hi: usize) -> usize {
-        lo + (self.next() % (hi - lo + 1) as u64) as usize
-    }
-
-    /// True with probability `num / den`.
-    fn chance(&mut self, num: u64, den: u64) -> bool {
-        self.next() % den < num
-    }
-}
-
 /// The random spec of a seed: 2–8 nodes, 1–8 devices each, 1–12 pending pods.
 fn spec_for(seed: u64) -> Spec {
-    let mut r = Rng(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xa9ee);
+    let mut r = Rng::new(seed.wrapping_mul(0x2545_F491_4F6C_DD1D) ^ 0xa9ee);
     let profiles = [
         Profile::Nic,
         Profile::Gpu,
@@ -202,18 +179,13 @@ fn check(g: &Generated, binding: Binding, guests: &Guests, tally: &mut Tally) ->
     Ok(())
 }
 
-/// Every pod bound, or failing on every node; nothing rejected; no error.
+/// Every pod bound, or failing on every node; nothing rejected; no error ([`Replay::undecided`]);
+/// no node status `Error`.
 fn decided(r: &Replay) -> Result<(), String> {
-    if !r.rejected.is_empty() {
-        return Err(format!("rejected objects: {:?}", r.rejected));
+    if let Some(e) = r.undecided() {
+        return Err(e);
     }
     for p in &r.pods {
-        if let Some(e) = &p.error {
-            return Err(format!("{}: {e}", p.pod));
-        }
-        if p.node.is_none() && p.nodes.iter().any(|n| n.status.is_success()) {
-            return Err(format!("{} unbound although a node passed Filter", p.pod));
-        }
         for n in &p.nodes {
             if n.status.code == sharing_affinity_core::Code::Error {
                 return Err(format!("{} on {}: {}", p.pod, n.node, n.status));

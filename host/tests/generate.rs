@@ -1,11 +1,12 @@
 //! The workload generator: deterministic for a seed, and every generated cluster replays with no
 //! rejected object and every pending pod decided; the sharing profiles really share devices, the
 //! plain profile never does, and extractors in the configuration decide as extractors in metadata
-//! slices do.
+//! slices do. With [`Shapes`] off (the default) the generator's output is pinned byte for byte by
+//! golden files (`host/tests/golden/generate/`; `AFFINITY_BLESS=1` rewrites them).
 
 use std::collections::HashMap;
 
-use sharing_affinity_host::generate::{Profile, Spec, Variant, Workload, generate};
+use sharing_affinity_host::generate::{Profile, Shapes, Spec, Variant, Workload, generate};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Cluster, Replay, replay};
 use sharing_affinity_host::simulate::simulate;
@@ -26,18 +27,19 @@ fn run(cluster: &str, config: &str) -> Replay {
     replay(&mut engine, &cluster, &mut || {}).expect("replay runs")
 }
 
-/// Every pod is bound, or every node has a failing status for it; nothing errors or is rejected.
+/// Every pod is bound, or every node has a failing status for it; nothing errors or is rejected
+/// ([`Replay::undecided`]).
 fn assert_decided(r: &Replay, what: &str) {
-    assert!(r.rejected.is_empty(), "{what}: rejected {:?}", r.rejected);
-    for p in &r.pods {
-        assert!(p.error.is_none(), "{what}: {}: {:?}", p.pod, p.error);
-        if p.node.is_none() {
-            assert!(
-                !p.nodes.is_empty() && p.nodes.iter().all(|n| !n.status.is_success()),
-                "{what}: {} unbound although a node passed",
-                p.pod
-            );
-        }
+    if let Some(e) = r.undecided() {
+        panic!("{what}: {e}");
+    }
+    // And an unbound pod has the status of at least one node (Filter, or PreFilter per node).
+    for p in r.pods.iter().filter(|p| p.node.is_none()) {
+        assert!(
+            !p.nodes.is_empty(),
+            "{what}: {} unbound with no node status",
+            p.pod
+        );
     }
 }
 
@@ -208,4 +210,128 @@ fn the_workaround_variant_loads_and_simulate_accounts_for_every_pod() {
         s.workaround,
         s.native
     );
+}
+
+/// Small specs with [`Shapes`] off, one per profile and option: their output must stay byte for
+/// byte what it was before shapes existed (the golden files were checked against the generator of
+/// the commit before shapes were added), so that every recorded figure and test built on the
+/// default generator keeps its meaning.
+fn golden_cases() -> Vec<(&'static str, Spec, Variant)> {
+    let nic = Spec {
+        pods: 6,
+        running: 4,
+        affinity_keys: 2,
+        groups: 3,
+        seed: 7,
+        ..Spec::new(3, 3)
+    };
+    vec![
+        ("nic", nic.clone(), Variant::Native),
+        ("nic-workaround", nic, Variant::Workaround),
+        (
+            "gpu",
+            Spec {
+                pods: 5,
+                profile: Profile::Gpu,
+                seed: 11,
+                ..Spec::new(2, 4)
+            },
+            Variant::Native,
+        ),
+        (
+            "fpga-config-burst",
+            Spec {
+                pods: 6,
+                groups: 2,
+                burst: 2,
+                extractors_in_config: true,
+                profile: Profile::Fpga,
+                seed: 3,
+                ..Spec::new(2, 2)
+            },
+            Variant::Native,
+        ),
+        (
+            "rdma-3-keys",
+            Spec {
+                pods: 4,
+                affinity_keys: 3,
+                groups: 4,
+                profile: Profile::Rdma,
+                seed: 5981,
+                ..Spec::new(2, 3)
+            },
+            Variant::Native,
+        ),
+        (
+            "plain",
+            Spec {
+                pods: 4,
+                profile: Profile::Plain,
+                seed: 2,
+                ..Spec::new(2, 2)
+            },
+            Variant::Native,
+        ),
+    ]
+}
+
+#[test]
+fn without_shapes_the_generator_writes_the_golden_bytes() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/golden/generate");
+    let bless = std::env::var_os("AFFINITY_BLESS").is_some_and(|v| v == "1");
+    for (name, spec, variant) in golden_cases() {
+        assert_eq!(
+            spec.shapes,
+            Shapes::default(),
+            "{name}: the default spec has no shapes"
+        );
+        let workload = Workload::new(&spec).unwrap();
+        assert!(workload.drawn.is_none(), "{name}: nothing drawn without shapes");
+        let files = [
+            (format!("{name}.cluster.json"), workload.render(variant).unwrap()),
+            (format!("{name}.config.json"), workload.config()),
+        ];
+        for (file, actual) in files {
+            let path = dir.join(&file);
+            if bless {
+                std::fs::create_dir_all(&dir).unwrap();
+                if actual.is_empty() {
+                    let _ = std::fs::remove_file(&path);
+                } else {
+                    std::fs::write(&path, &actual).unwrap();
+                }
+                continue;
+            }
+            // An empty configuration has no file.
+            let expected = match std::fs::read_to_string(&path) {
+                Ok(text) => text,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => String::new(),
+                Err(e) => panic!("{}: {e}", path.display()),
+            };
+            if actual != expected {
+                // The cluster is one line of JSON: show where the bytes part.
+                let at = actual
+                    .bytes()
+                    .zip(expected.bytes())
+                    .position(|(a, b)| a != b)
+                    .unwrap_or(actual.len().min(expected.len()));
+                let around = |s: &str| {
+                    let from = at.saturating_sub(120);
+                    let to = (at + 120).min(s.len());
+                    String::from_utf8_lossy(&s.as_bytes()[from..to]).into_owned()
+                };
+                panic!(
+                    "{name}: the generator's output differs from {} at byte {at} (lengths {} and \
+                     {}):\nexpected: ...{}...\nactual:   ...{}...\nWith shapes off the output \
+                     must not change; if the change is intended, re-run with AFFINITY_BLESS=1",
+                    path.display(),
+                    expected.len(),
+                    actual.len(),
+                    around(&expected),
+                    around(&actual)
+                );
+            }
+        }
+    }
 }

@@ -39,7 +39,7 @@ fn write_fits(c: &mut C<'_>, value: &[u8], buf: i32, limit: i32) -> wasmtime::Re
 fn read_str(c: &mut C<'_>, ptr: i32, len: i32, name: &str, what: &str) -> wasmtime::Result<String> {
     let bytes = read(c, ptr, len)
         .ok_or_else(|| host_panic((MODULE_DRA, name), format!("out of memory reading {what}")))?;
-    Ok(String::from_utf8_lossy(&bytes).into_owned())
+    Ok(super::imports::text(bytes))
 }
 
 /// Shared body of `allocation` and `pending_allocation`.

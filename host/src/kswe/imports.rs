@@ -107,19 +107,34 @@ fn read_or_panic(
 }
 
 /// `fromNULTerminated`: NUL-terminated entries; empty entries are skipped and a trailing entry
-/// without its NUL is dropped (upstream `cstring.go`).
+/// without its NUL is dropped (upstream `cstring.go`). Invalid UTF-8 becomes U+FFFD, entry by
+/// entry.
 pub fn from_nul_terminated(bytes: &[u8]) -> Vec<String> {
-    let mut out = Vec::new();
-    let mut start = 0;
-    for (i, b) in bytes.iter().enumerate() {
-        if *b == 0 {
-            if i > start {
-                out.push(String::from_utf8_lossy(&bytes[start..i]).into_owned());
-            }
-            start = i + 1;
-        }
+    // Only what ends with a NUL counts: the entries are the pieces between the NULs before it.
+    let Some(last) = bytes.iter().rposition(|b| *b == 0) else {
+        return Vec::new();
+    };
+    let terminated = &bytes[..last];
+    // A NUL never occurs inside a multi-byte UTF-8 sequence, so when the whole text is valid
+    // every entry is (one fast check instead of one per entry).
+    if let Ok(text) = std::str::from_utf8(terminated) {
+        return text
+            .split('\0')
+            .filter(|e| !e.is_empty())
+            .map(str::to_owned)
+            .collect();
     }
-    out
+    terminated
+        .split(|b| *b == 0)
+        .filter(|e| !e.is_empty())
+        .map(|e| String::from_utf8_lossy(e).into_owned())
+        .collect()
+}
+
+/// Guest bytes as text, invalid UTF-8 replaced by U+FFFD (as `String::from_utf8_lossy`, without
+/// copying valid text).
+pub(crate) fn text(bytes: Vec<u8>) -> String {
+    String::from_utf8(bytes).unwrap_or_else(|e| String::from_utf8_lossy(e.as_bytes()).into_owned())
 }
 
 /// `nodeImageStates` for a node: its `NodeInfo.ImageStates` as the scheduler snapshot has them,
@@ -293,7 +308,7 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         "nodeImageStates",
         |mut c: C<'_>, name: i32, name_len: i32, buf: i32, limit: i32| {
             let name = read_or_panic(&mut c, name, name_len, (M, "nodeImageStates"), "nodeName")?;
-            let name = String::from_utf8_lossy(&name).into_owned();
+            let name = text(name);
             let json = image_states_json(&c.data().shared.cluster().store, &name);
             Ok(write_string_if_under_limit(&mut c, json.as_bytes(), buf, limit))
         },
@@ -332,7 +347,7 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         |mut c: C<'_>, buf: i32, len: i32| {
             const F: (&str, &str) = (M, "result.nominated_node_name");
             let bytes = read_or_panic(&mut c, buf, len, F, "nominatedNodeName")?;
-            stack(&mut c, F)?.result_nominated_node_name = String::from_utf8_lossy(&bytes).into_owned();
+            stack(&mut c, F)?.result_nominated_node_name = text(bytes);
             Ok(())
         },
     )?;
@@ -348,7 +363,7 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
             }));
         }
         let (reason, unreadable) = match read(&mut c, buf, len) {
-            Some(b) => (String::from_utf8_lossy(&b).into_owned(), false),
+            Some(b) => (text(b), false),
             None => ("BUG: out of memory reading message".to_string(), true),
         };
         let s = stack(&mut c, (M, "result.status_reason"))?;
@@ -393,7 +408,7 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
                 (M, "handle.reject_waiting_pod"),
                 "rejectWaitingPod",
             )?;
-            let uid = String::from_utf8_lossy(&uid).into_owned();
+            let uid = text(uid);
             let rejected = c.data().shared.cluster().waiting.remove(&uid).is_some();
             // The limit is ignored and a failed write is not reported, as upstream.
             let _ = write(&mut c, out, &u64::from(rejected).to_le_bytes());
@@ -406,7 +421,7 @@ pub fn add_scheduler(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         |mut c: C<'_>, uid: i32, uid_len: i32, out: i32, limit: i32| {
             const F: (&str, &str) = (M, "handle.get_waiting_pod");
             let uid = read_or_panic(&mut c, uid, uid_len, F, "getWaitingPod")?;
-            let uid = String::from_utf8_lossy(&uid).into_owned();
+            let uid = text(uid);
             let pod = c.data().shared.cluster().waiting.get(&uid).cloned();
             let Some(pod) = pod else {
                 let _ = write(&mut c, out, &0u64.to_le_bytes());
@@ -498,12 +513,7 @@ fn klog_log(c: &mut C<'_>, severity: i32, msg: i32, msg_len: i32) {
         return;
     }
     if let Some(bytes) = read(c, msg, msg_len) {
-        record_log(
-            c,
-            severity,
-            String::from_utf8_lossy(&bytes).into_owned(),
-            Vec::new(),
-        );
+        record_log(c, severity, text(bytes), Vec::new());
     }
 }
 
@@ -533,12 +543,7 @@ pub fn add_klog(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
             let (Some(msg), Some(kvs)) = (read(&mut c, msg, msg_len), read(&mut c, kvs, kvs_len)) else {
                 return;
             };
-            record_log(
-                &c,
-                severity,
-                String::from_utf8_lossy(&msg).into_owned(),
-                from_nul_terminated(&kvs),
-            );
+            record_log(&c, severity, text(msg), from_nul_terminated(&kvs));
         },
     )?;
     Ok(())
@@ -557,8 +562,46 @@ mod tests {
             (b"a\0\0two\0", &["a", "two"], "skip empty"),
             (b"a\0two", &["a"], "skip truncated"),
             ("a\0fóo\0c\0".as_bytes(), &["a", "fóo", "c"], "unicode"),
+            (b"\0\0\0", &[][..], "only NULs"),
+            (
+                b"a\xff\0b\0",
+                &["a\u{fffd}", "b"],
+                "invalid UTF-8, replaced per entry",
+            ),
+            (b"a\0\xe2\x82", &["a"], "invalid UTF-8 only in the dropped tail"),
+            (
+                b"\xe2\x82\0\xac\0",
+                &["\u{fffd}", "\u{fffd}"],
+                "a sequence cut by a NUL",
+            ),
         ] {
             assert_eq!(from_nul_terminated(input), expected, "{msg}");
+            // The upstream rule, entry by entry, as the reference.
+            let mut reference = Vec::new();
+            let mut start = 0;
+            for (i, b) in input.iter().enumerate() {
+                if *b == 0 {
+                    if i > start {
+                        reference.push(String::from_utf8_lossy(&input[start..i]).into_owned());
+                    }
+                    start = i + 1;
+                }
+            }
+            assert_eq!(from_nul_terminated(input), reference, "{msg}");
+        }
+    }
+
+    #[test]
+    fn text_is_lossy_utf8() {
+        for bytes in [
+            &b""[..],
+            b"plain",
+            "fóo".as_bytes(),
+            b"a\xffb",
+            b"\xe2\x82",
+            b"\0x",
+        ] {
+            assert_eq!(text(bytes.to_vec()), String::from_utf8_lossy(bytes), "{bytes:?}");
         }
     }
 
