@@ -514,21 +514,9 @@ pub fn component_events(data: &[u8]) {
     run_component_events(&batches);
 }
 
-/// An open finding of this target (docs/RELIABILITY.md, "Bugs found"): the core adds requested
-/// device counts in `usize`, which is 32 bits in the wasm guest, so a count past `u32::MAX` is
-/// reported as 4294967295 there and as itself natively. Both reject the claim; only the number
-/// in the reason differs. This exemption goes when the core counts in `u64`.
-fn known_width_difference(native: &str, wasm: &str) -> bool {
-    const TEXT: &str = "number of requested devices ";
-    match (native.split_once(TEXT), wasm.split_once(TEXT)) {
-        (Some((a, _)), Some((b, _))) => a == b,
-        _ => false,
-    }
-}
-
 /// The native and the component status agree: code and reason; but the component host reports
 /// its status reason limit instead of a reason longer than it (the plugin quotes selectors, which
-/// can be long), and there is the known difference above.
+/// can be long).
 fn same(native: &sharing_affinity_core::Status, wasm: &sharing_affinity_core::Status, what: &str) {
     let limit = fuzz_limits().max_status_reason_bytes;
     if native.reason.len() > limit {
@@ -541,8 +529,6 @@ fn same(native: &sharing_affinity_core::Status, wasm: &sharing_affinity_core::St
             "{what}: a {}-byte reason: {wasm}",
             native.reason.len()
         );
-    } else if known_width_difference(&native.reason, &wasm.reason) {
-        assert_eq!(native.code, wasm.code, "{what}: {native} / {wasm}");
     } else {
         assert_eq!((native.code, &native.reason), (wasm.code, &wasm.reason), "{what}");
     }
