@@ -322,12 +322,16 @@ impl fmt::Display for Time {
     }
 }
 
+/// Splits a CLI quantity such as `256MiB` or `500ms` into its leading digits and the rest.
+fn number_and_unit(text: &str) -> (&str, &str) {
+    let t = text.trim();
+    t.split_at(t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len()))
+}
+
 /// Parses a byte count for the CLI: a number with an optional unit `B`, `KiB`, `MiB`, `GiB`
 /// (also `K`, `M`, `G`, binary). Errors name the text.
 pub fn parse_bytes(text: &str) -> Result<usize, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
+    let (number, unit) = number_and_unit(text);
     let number: usize = number
         .parse()
         .map_err(|_| format!("{text:?}: expected a number of bytes, e.g. 256MiB"))?;
@@ -349,9 +353,7 @@ pub fn parse_bytes(text: &str) -> Result<usize, String> {
 
 /// Parses a duration for the CLI: a number with a unit `ms`, `s` or `m` (`500ms`, `2s`, `1m`).
 pub fn parse_time(text: &str) -> Result<Duration, String> {
-    let t = text.trim();
-    let split = t.find(|c: char| !c.is_ascii_digit()).unwrap_or(t.len());
-    let (number, unit) = t.split_at(split);
+    let (number, unit) = number_and_unit(text);
     let number: u64 = number
         .parse()
         .map_err(|_| format!("{text:?}: expected a duration, e.g. 500ms, 2s or 1m"))?;

@@ -123,21 +123,28 @@ impl<'a> Allocator<'a> {
         out
     }
 
-    /// The errors [`Allocator::node_selector`] would give for `chosen`, without building the
-    /// selector (Filter checks this; Reserve builds it).
-    pub(super) fn check_node_selector(&self, chosen: &[Chosen]) -> Result<(), String> {
+    /// Where a device is available: pinned to its node (a node name), or the node selector of
+    /// its slice (or of the device, for per-device placement).
+    fn placement(&self, dev: crate::index::DevIdx) -> (bool, Option<&NodeSelector>) {
         let index = self.input.index;
+        let entry = index.device(dev);
+        let slice = &index.pools[entry.pool].slices[entry.slice];
+        if slice.per_device {
+            (
+                entry.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
+                entry.device.node_selector.as_ref(),
+            )
+        } else {
+            (slice.node_name.is_some(), slice.node_selector.as_ref())
+        }
+    }
+
+    /// The error [`Allocator::node_selector`] gives for `chosen`, without building the selector
+    /// (Filter checks this; Reserve builds the selector): a slice selector of more than one term
+    /// before any node-local device.
+    pub(super) fn check_node_selector(&self, chosen: &[Chosen]) -> Result<(), String> {
         for ch in chosen {
-            let entry = index.device(ch.dev);
-            let slice = &index.pools[entry.pool].slices[entry.slice];
-            let (named, sel) = if slice.per_device {
-                (
-                    entry.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
-                    entry.device.node_selector.as_ref(),
-                )
-            } else {
-                (slice.node_name.is_some(), slice.node_selector.as_ref())
-            };
+            let (named, sel) = self.placement(ch.dev);
             if named {
                 return Ok(());
             }
@@ -151,36 +158,19 @@ impl<'a> Allocator<'a> {
     /// Upstream `createNodeSelector`: node-local devices pin the claim to the node; otherwise the
     /// single-term selectors of the slices are merged; none means available everywhere.
     pub(super) fn node_selector(&self, chosen: &[Chosen]) -> Result<Option<NodeSelector>, String> {
-        let index = self.input.index;
+        self.check_node_selector(chosen)?;
         let mut term = NodeSelectorTerm::default();
         for ch in chosen {
-            let entry = index.device(ch.dev);
-            let slice = &index.pools[entry.pool].slices[entry.slice];
-            let (name, sel) = if slice.per_device {
-                (
-                    entry.device.node_name.clone().filter(|n| !n.is_empty()),
-                    entry.device.node_selector.as_ref(),
-                )
-            } else {
-                (slice.node_name.clone(), slice.node_selector.as_ref())
-            };
-            if name.is_some() {
+            let (named, sel) = self.placement(ch.dev);
+            if named {
                 return Ok(Some(node_selector::node_name_selector(
                     &self.input.node.metadata.name,
                 )));
             }
-            if let Some(sel) = sel {
-                match sel.node_selector_terms.len() {
-                    0 => {}
-                    1 => {
-                        add_new(&sel.node_selector_terms[0].match_fields, &mut term.match_fields);
-                        add_new(
-                            &sel.node_selector_terms[0].match_expressions,
-                            &mut term.match_expressions,
-                        );
-                    }
-                    n => return Err(format!("unsupported ResourceSlice.NodeSelector with {n} terms")),
-                }
+            // At most one term (checked above).
+            if let Some(t) = sel.and_then(|s| s.node_selector_terms.first()) {
+                add_new(&t.match_fields, &mut term.match_fields);
+                add_new(&t.match_expressions, &mut term.match_expressions);
             }
         }
         if term.match_fields.is_empty() && term.match_expressions.is_empty() {

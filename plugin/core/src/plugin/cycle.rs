@@ -355,21 +355,7 @@ impl Plugin {
             };
         }
         let locks = self.lock_view(d);
-        let input = allocator::Input {
-            index: &d.index,
-            extractors: &d.extractors,
-            cel: &self.cel,
-            classes: &self.classes,
-            allocated: &self.allocated,
-            locks: &locks,
-            node,
-            pools,
-            candidates,
-            claims: &inputs,
-            consolidate: self.config.consolidate,
-            selector_cache: &d.selector_cache,
-            cycle_cache: &cycle.cache,
-        };
+        let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
                 status: Status::success(),
@@ -387,6 +373,33 @@ impl Plugin {
             }
             Err(e) if e.starts_with("invalid resource pool") => fail(Status::unschedulable(e)),
             Err(e) => fail(Status::error(e)),
+        }
+    }
+
+    /// The allocator's input for one node of the current cycle (Filter, and Reserve building
+    /// the chosen node's results).
+    fn allocator_input<'a>(
+        &'a self,
+        (cycle, d): (&'a Cycle, &'a super::Derived),
+        locks: &'a super::Locks<'a>,
+        node: &'a crate::model::Node,
+        (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
+        claims: &'a [ClaimInput<'a>],
+    ) -> allocator::Input<'a> {
+        allocator::Input {
+            index: &d.index,
+            extractors: &d.extractors,
+            cel: &self.cel,
+            classes: &self.classes,
+            allocated: &self.allocated,
+            locks,
+            node,
+            pools,
+            candidates,
+            claims,
+            consolidate: self.config.consolidate,
+            selector_cache: &d.selector_cache,
+            cycle_cache: &cycle.cache,
         }
     }
 
@@ -424,21 +437,7 @@ impl Plugin {
         let trimmed = cycle.trimmed_affinity(&r.variants);
         let (inputs, positions) = cycle.claim_inputs(&r.variants, &trimmed);
         let locks = self.lock_view(d);
-        let input = allocator::Input {
-            index: &d.index,
-            extractors: &d.extractors,
-            cel: &self.cel,
-            classes: &self.classes,
-            allocated: &self.allocated,
-            locks: &locks,
-            node,
-            pools,
-            candidates,
-            claims: &inputs,
-            consolidate: self.config.consolidate,
-            selector_cache: &d.selector_cache,
-            cycle_cache: &cycle.cache,
-        };
+        let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
         let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
         for (cr, n) in results.into_iter().zip(positions) {
             out[n] = cr;
