@@ -222,6 +222,11 @@ pub struct Index {
     pub devices: Vec<DeviceEntry>,
     /// Device index by key.
     pub by_key: crate::FxHashMap<DeviceKey, DevIdx>,
+    /// Device slices with a `nodeName`, by that name: (pool, slice) in index order.
+    by_node_name: crate::FxHashMap<String, Vec<(usize, usize)>>,
+    /// Device slices that a node selector, `allNodes` or per-device node selection place:
+    /// (pool, slice) in index order. Each node checks these; named slices it finds by name.
+    placed: Vec<(usize, usize)>,
 }
 
 impl Index {
@@ -379,6 +384,20 @@ impl Index {
                     }
                 }
             }
+            for (si, s) in pool.slices.iter().enumerate() {
+                if s.devices.is_empty() {
+                    continue;
+                }
+                if let Some(name) = &s.node_name {
+                    index
+                        .by_node_name
+                        .entry(name.clone())
+                        .or_default()
+                        .push((pool_idx, si));
+                } else if s.all_nodes || s.node_selector.is_some() || s.per_device {
+                    index.placed.push((pool_idx, si));
+                }
+            }
             index.pools.push(pool);
         }
         index
@@ -399,46 +418,50 @@ impl Index {
     /// selection the slice is listed when any device targets the node; devices are checked again
     /// one by one). An invalid node selector in a slice is an error naming the slice.
     pub fn pools_for_node(&self, node: &Node) -> Result<Vec<NodePool>, String> {
-        let mut out = Vec::new();
-        let mut late = Vec::new();
-        for (pi, pool) in self.pools.iter().enumerate() {
-            let mut slices = Vec::new();
-            for (si, s) in pool.slices.iter().enumerate() {
-                if s.devices.is_empty() {
-                    continue;
-                }
-                let relevant = if s.node_name.is_some() || s.all_nodes || s.node_selector.is_some() {
-                    node_matches(
-                        node,
-                        s.node_name.as_deref(),
-                        s.all_nodes,
-                        s.node_selector.as_ref(),
-                    )
+        // Only the slices named for this node and the placed ones can be relevant: the cost
+        // does not grow with the number of nodes. Merged in index order, so pools and their
+        // slices keep the order of a walk over all pools.
+        let named = self
+            .by_node_name
+            .get(node.metadata.name.as_str())
+            .map_or(&[][..], Vec::as_slice);
+        let mut relevant = Vec::with_capacity(named.len());
+        relevant.extend_from_slice(named);
+        for &(pi, si) in &self.placed {
+            let s = &self.pools[pi].slices[si];
+            let matches = if s.all_nodes || s.node_selector.is_some() {
+                node_matches(node, None, s.all_nodes, s.node_selector.as_ref())
                     .map_err(|e| format!("ResourceSlice {}: spec.nodeSelector: {e}", s.name))?
-                } else if s.per_device {
-                    let mut any = false;
-                    for &d in &s.devices {
-                        let dev = &self.devices[d as usize].device;
-                        if device_node_matches(node, dev)
-                            .map_err(|e| format!("ResourceSlice {} device {}: {e}", s.name, dev.name))?
-                        {
-                            any = true;
-                            break;
-                        }
+            } else {
+                let mut any = false;
+                for &d in &s.devices {
+                    let dev = &self.devices[d as usize].device;
+                    if device_node_matches(node, dev)
+                        .map_err(|e| format!("ResourceSlice {} device {}: {e}", s.name, dev.name))?
+                    {
+                        any = true;
+                        break;
                     }
-                    any
-                } else {
-                    false
-                };
-                if relevant {
-                    slices.push(si);
                 }
+                any
+            };
+            if matches {
+                relevant.push((pi, si));
             }
-            if slices.is_empty() {
-                continue;
+        }
+        relevant.sort_unstable();
+        let mut out: Vec<NodePool> = Vec::new();
+        let mut late: Vec<NodePool> = Vec::new();
+        let mut i = 0;
+        while i < relevant.len() {
+            let pi = relevant[i].0;
+            let mut slices = Vec::new();
+            while i < relevant.len() && relevant[i].0 == pi {
+                slices.push(relevant[i].1);
+                i += 1;
             }
             let np = NodePool { pool: pi, slices };
-            if pool.has_binding_conditions {
+            if self.pools[pi].has_binding_conditions {
                 late.push(np)
             } else {
                 out.push(np)
@@ -580,5 +603,101 @@ mod tests {
         let pools = idx.pools_for_node(&node).unwrap();
         assert_eq!(pools.len(), 1);
         assert_eq!(idx.pools[pools[0].pool].name, "q");
+    }
+}
+
+#[cfg(test)]
+mod node_lookup_tests {
+    use super::*;
+    use crate::object::{Object, parse_objects};
+
+    fn index(json: &str) -> Index {
+        let slices: Vec<ResourceSlice> = parse_objects(json)
+            .unwrap()
+            .objects
+            .into_iter()
+            .filter_map(|o| match o {
+                Object::ResourceSlice(s) => Some(*s),
+                _ => None,
+            })
+            .collect();
+        Index::build(&slices)
+    }
+
+    fn slice(name: &str, pool: &str, placement: &str, device: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{name}"}},
+            "spec":{{"driver":"d","pool":{{"name":"{pool}","generation":1,"resourceSliceCount":2}},{placement},
+            "devices":[{device}]}}}}"#
+        )
+    }
+
+    fn node(name: &str, zone: &str) -> Node {
+        let mut n = Node::default();
+        n.metadata.name = name.into();
+        n.metadata.labels.insert("zone".into(), zone.into());
+        n
+    }
+
+    /// Named slices are found by the node's name, placed ones (selector, all nodes, per device)
+    /// are checked for every node, and the result keeps index order: pools by (driver, name),
+    /// slices by name, pools with binding conditions last.
+    #[test]
+    fn named_and_placed_slices_merge_in_index_order() {
+        let zone_a = r#""nodeSelector":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}"#;
+        let per_device = r#""perDeviceNodeSelection":true"#;
+        let json = [
+            slice("a-1", "a", r#""nodeName":"n1""#, r#"{"name":"x"}"#),
+            slice("a-0", "a", zone_a, r#"{"name":"y"}"#),
+            slice("b-0", "b", r#""allNodes":true"#, r#"{"name":"x"}"#),
+            slice("b-1", "b", r#""nodeName":"n2""#, r#"{"name":"y"}"#),
+            slice(
+                "c-0",
+                "c",
+                r#""nodeName":"n1""#,
+                r#"{"name":"x","bindingConditions":["ready"],"bindingFailureConditions":["failed"]}"#,
+            ),
+            slice("c-1", "c", r#""nodeName":"n1""#, r#"{"name":"y"}"#),
+            slice("d-0", "d", per_device, r#"{"name":"x","nodeName":"n2"}"#),
+            slice("d-1", "d", per_device, r#"{"name":"y","allNodes":true}"#),
+            slice("e-0", "e", r#""nodeName":"n1""#, ""),
+        ]
+        .join("\n");
+        let idx = index(&json);
+        let listed = |n: &Node| -> Vec<(String, Vec<String>)> {
+            idx.pools_for_node(n)
+                .unwrap()
+                .into_iter()
+                .map(|np| {
+                    let p = &idx.pools[np.pool];
+                    (
+                        p.name.clone(),
+                        np.slices.iter().map(|&s| p.slices[s].name.clone()).collect(),
+                    )
+                })
+                .collect()
+        };
+        let owned = |v: &[(&str, &[&str])]| -> Vec<(String, Vec<String>)> {
+            v.iter()
+                .map(|(p, s)| (p.to_string(), s.iter().map(|x| x.to_string()).collect()))
+                .collect()
+        };
+        assert_eq!(
+            listed(&node("n1", "a")),
+            owned(&[
+                ("a", &["a-0", "a-1"]),
+                ("b", &["b-0"]),
+                ("d", &["d-1"]),
+                ("c", &["c-0", "c-1"])
+            ])
+        );
+        assert_eq!(
+            listed(&node("n2", "b")),
+            owned(&[("b", &["b-0", "b-1"]), ("d", &["d-0", "d-1"])])
+        );
+        assert_eq!(
+            listed(&node("n3", "b")),
+            owned(&[("b", &["b-0"]), ("d", &["d-1"])])
+        );
     }
 }
