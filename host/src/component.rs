@@ -30,6 +30,10 @@ use wasmtime::{Config, Result, Store, Trap, format_err};
 
 use crate::bindings::sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
 use crate::bindings::{self, Event, PluginPre};
+
+/// [`Engine::load`] sends the objects in `update` calls of about this much JSON (1 MiB) each:
+/// what one call copies into the guest's linear memory, which never shrinks.
+pub const LOAD_BATCH_BYTES: usize = 1 << 20;
 use crate::engine::Engine;
 pub use crate::limits::Limits;
 use crate::limits::{Exceeded, MemoryLimiter, exceeded};
@@ -320,18 +324,41 @@ impl Engine for ComponentEngine {
     }
 
     fn load(&mut self, objects: &[Object]) -> Result<Vec<String>> {
-        let events: Vec<Event> = objects
-            .iter()
-            .map(|o| Event {
-                kind: EventKind::Add,
-                object: o.to_json().to_string(),
-            })
-            .collect();
-        let errors = self
-            .call("update", |plugin, store| plugin.call_update(store, &events))
-            .map_err(|status| format_err!("loading {} objects: {}", events.len(), status.reason))?;
-        self.journal.push(Entry::Events(events));
-        Ok(errors.into_iter().map(|e| e.message).collect())
+        // In batches of about LOAD_BATCH_BYTES of JSON: a batch's events are copied into the
+        // guest's linear memory, which never shrinks, so one batch of a whole 5,000-node cluster
+        // (83 MB) would set the guest's memory for good.
+        let mut rejected = Vec::new();
+        let mut done = 0;
+        while done < objects.len() {
+            let mut bytes = 0;
+            let mut events = Vec::new();
+            for o in &objects[done..] {
+                if !events.is_empty() && bytes >= LOAD_BATCH_BYTES {
+                    break;
+                }
+                let object = o.to_json_string();
+                bytes += object.len();
+                events.push(Event {
+                    kind: EventKind::Add,
+                    object,
+                });
+            }
+            let errors = self
+                .call("update", |plugin, store| plugin.call_update(store, &events))
+                .map_err(|status| {
+                    format_err!(
+                        "loading objects {}..{} of {}: {}",
+                        done,
+                        done + events.len(),
+                        objects.len(),
+                        status.reason
+                    )
+                })?;
+            done += events.len();
+            self.journal.push(Entry::Events(events));
+            rejected.extend(errors.into_iter().map(|e| e.message));
+        }
+        Ok(rejected)
     }
 
     fn prefilter(&mut self, pod: &str) -> CoreStatus {

@@ -41,7 +41,7 @@ impl Engine for NativeEngine {
         // The objects go through JSON text, exactly as they cross into the wasm engines.
         let mut rejected = Vec::new();
         for object in objects {
-            if let Err(e) = self.plugin.apply(EventKind::Add, &object.to_json().to_string()) {
+            if let Err(e) = self.plugin.apply(EventKind::Add, &object.to_json_string()) {
                 rejected.push(e.to_string());
             }
         }

@@ -23,6 +23,10 @@ use super::table::host_panic;
 
 type C<'a> = Caller<'a, GuestData>;
 
+/// The events of one `changes` document stop after about this much JSON (1 MiB); the document
+/// then says `"more":true` and the guest asks again from its cursor.
+pub const FEED_PAGE_BYTES: usize = 1 << 20;
+
 fn write_fits(c: &mut C<'_>, value: &[u8], buf: i32, limit: i32) -> wasmtime::Result<i32> {
     if value.len() > limit as u32 as usize {
         return Ok(value.len() as i32);
@@ -101,7 +105,7 @@ pub fn add_dra(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
                 match &cluster.feed_cache {
                     Some((c, r, doc)) if *c == cursor && *r == rev => doc.clone(),
                     _ => {
-                        let doc = Arc::new(cluster.store.changes(&cursor));
+                        let doc = Arc::new(cluster.store.changes_page(&cursor, FEED_PAGE_BYTES));
                         cluster.feed_cache = Some((cursor, rev, doc.clone()));
                         doc
                     }

@@ -189,11 +189,17 @@ impl ObjectStore {
     }
 
     fn render(&self, object: &Object) -> String {
+        let pending = match object {
+            Object::ResourceClaim(claim) if claim.status.allocation.is_none() => {
+                self.pending.get(&object.key())
+            }
+            _ => None,
+        };
+        let Some(p) = pending else {
+            return object.to_json_string();
+        };
         let mut value = object.to_json();
-        if let Object::ResourceClaim(claim) = object
-            && claim.status.allocation.is_none()
-            && let Some(p) = self.pending.get(&object.key())
-            && let Ok(alloc) = serde_json::to_value(&p.allocation)
+        if let Ok(alloc) = serde_json::to_value(&p.allocation)
             && let Some(map) = value.as_object_mut()
         {
             let status = map
@@ -517,43 +523,67 @@ impl ObjectStore {
 
     /// The change feed document for a cursor (see `docs/kswe-dra-extension.md`): every object
     /// changed after the cursor, in revision order. An empty, foreign or future cursor gets a
-    /// resync: all live objects as `ADDED`, with `"resync":true`.
+    /// resync: all live objects as `ADDED`, with `"resync":true`. In one page (tests; the
+    /// `changes` import pages, [`ObjectStore::changes_page`]).
     pub fn changes(&self, cursor: &str) -> String {
+        self.changes_page(cursor, usize::MAX)
+    }
+
+    /// One page of the change feed since `cursor`: the events in revision order until their JSON
+    /// reaches `max_bytes` (at least one event per page). A page that stops short says
+    /// `"more":true` and its cursor is the revision of its last event, so the guest's next call
+    /// continues there; the guest keeps calling until a page has no `more`. Pages keep the guest's
+    /// buffer and its decoded document small: a whole 5,000-node cluster is 83 MB of JSON.
+    /// A page's cursor is an ordinary cursor: the next page is the feed since that revision (an
+    /// object created before it and changed after is `MODIFIED`, as for any cursor).
+    pub fn changes_page(&self, cursor: &str, max_bytes: usize) -> String {
         let since = self.parse_cursor(cursor);
-        let mut doc = String::with_capacity(256);
-        let _ = write!(
-            doc,
-            "{{\"cursor\":\"{}.{}\",\"resync\":{},\"events\":[",
-            self.epoch,
-            self.revision,
-            since.is_none()
-        );
-        let mut first = true;
-        let mut push = |doc: &mut String, kind: &str, json: &str| {
-            if !first {
-                doc.push(',');
-            }
-            first = false;
-            let _ = write!(doc, "{{\"type\":\"{kind}\",\"object\":{json}}}");
-        };
-        for slot in self.by_revision.range(since.unwrap_or(0) + 1..).map(|(_, s)| s) {
-            match slot {
+        let mut events = String::with_capacity(256);
+        let mut last = self.revision;
+        let mut more = false;
+        for (&rev, slot) in self.by_revision.range(since.unwrap_or(0) + 1..) {
+            let event = match slot {
                 Slot::Live(id) => {
                     let e = &self.entries[id];
                     let kind = match since {
                         Some(c) if e.created <= c => "MODIFIED",
                         _ => "ADDED",
                     };
-                    push(&mut doc, kind, &e.json);
+                    Some((kind, &e.json))
                 }
                 Slot::Deleted(id) => {
                     let t = &self.tombstones[id];
-                    if since.is_some_and(|c| t.created <= c) {
-                        push(&mut doc, "DELETED", &t.json);
-                    }
+                    since
+                        .is_some_and(|c| t.created <= c)
+                        .then_some(("DELETED", &t.json))
                 }
+            };
+            let Some((kind, json)) = event else {
+                continue;
+            };
+            if !events.is_empty() && events.len() >= max_bytes {
+                more = true;
+                break;
             }
+            if !events.is_empty() {
+                events.push(',');
+            }
+            let _ = write!(events, "{{\"type\":\"{kind}\",\"object\":{json}}}");
+            last = rev;
         }
+        let mut doc = String::with_capacity(events.len() + 64);
+        let _ = write!(
+            doc,
+            "{{\"cursor\":\"{}.{}\",\"resync\":{},",
+            self.epoch,
+            if more { last } else { self.revision },
+            since.is_none()
+        );
+        if more {
+            doc.push_str("\"more\":true,");
+        }
+        doc.push_str("\"events\":[");
+        doc.push_str(&events);
         doc.push_str("]}");
         doc
     }
@@ -638,6 +668,36 @@ mod tests {
         s.apply(Change::Add, claim("tmp")).unwrap();
         s.apply(Change::Delete, claim("tmp")).unwrap();
         assert_eq!(events(&s.changes(&c2)), []);
+    }
+
+    #[test]
+    fn pages_stop_at_the_size_and_continue_from_their_cursor() {
+        let mut s = ObjectStore::new();
+        for name in ["a", "b", "c"] {
+            s.apply(Change::Add, claim(name)).unwrap();
+        }
+        let whole = s.changes("");
+        assert!(!whole.contains("\"more\""), "{whole}");
+        // A limit of one byte: one event per page, the first page a resync.
+        let mut pages = Vec::new();
+        let mut c = String::new();
+        loop {
+            let page = s.changes_page(&c, 1);
+            let value: Value = serde_json::from_str(&page).unwrap();
+            assert_eq!(value["resync"], pages.is_empty(), "{page}");
+            pages.push(events(&page));
+            c = cursor(&page);
+            if value.get("more").is_none() {
+                break;
+            }
+            assert_eq!(value["more"], true, "{page}");
+        }
+        let got: Vec<(String, String)> = pages.concat();
+        assert_eq!(got, events(&whole));
+        assert_eq!(pages.len(), 3, "{pages:?}");
+        assert_eq!(c, cursor(&whole), "the last page's cursor is the whole feed's");
+        // A page limit larger than the feed gives the whole feed.
+        assert_eq!(s.changes_page("", 1 << 20), whole);
     }
 
     #[test]

@@ -30,7 +30,7 @@ use crate::model::{
     AllocationResult, DeviceClass, DeviceTaintRule, Node, Pod, ResourceClaim, ResourceClaimTemplate,
     ResourceSlice,
 };
-use crate::object::{Object, decode_object, object_key, parse_objects};
+use crate::object::{Object, decode_str, object_key, parse_objects};
 use crate::quantity::Quantity;
 use crate::status::Status;
 use crate::taints::TaintRule;
@@ -235,12 +235,12 @@ impl Plugin {
                 crate::object::MAX_INPUT_BYTES
             )));
         }
-        let value: serde_json::Value =
-            serde_json::from_str(object_json).map_err(|e| Error::Json(e.to_string()))?;
         if kind == EventKind::Delete {
+            let value: serde_json::Value =
+                serde_json::from_str(object_json).map_err(|e| Error::Json(e.to_string()))?;
             return self.delete(&value);
         }
-        match decode_object(value, 0)? {
+        match decode_str(object_json, 0)? {
             Some(o) => {
                 self.upsert(o);
                 Ok(())

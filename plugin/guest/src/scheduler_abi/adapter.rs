@@ -237,9 +237,26 @@ impl<B: Backend> GuestState<B> {
         &self.reservations
     }
 
-    /// Pulls and applies the change feed. A refused object is logged and skipped, as a
-    /// Kubernetes informer's handler would; a broken document is an error.
+    /// Pulls and applies the change feed, page after page until a page has no `more`. A refused
+    /// object is logged and skipped, as a Kubernetes informer's handler would; a broken document,
+    /// or a page asking for more without moving its cursor, is an error.
     fn sync(&mut self) -> Result<(), String> {
+        loop {
+            let sent = self.cursor.clone();
+            let more = self.sync_page()?;
+            if !more {
+                return Ok(());
+            }
+            if self.cursor == sent {
+                return Err(format!(
+                    "change feed: field more: true, but the cursor {sent:?} did not move"
+                ));
+            }
+        }
+    }
+
+    /// Pulls and applies one page of the change feed; returns its `more`.
+    fn sync_page(&mut self) -> Result<bool, String> {
         let cursor = self.cursor.clone();
         let bytes = self
             .buf
@@ -261,7 +278,7 @@ impl<B: Backend> GuestState<B> {
             }
         }
         self.cursor = feed.cursor;
-        Ok(())
+        Ok(feed.more)
     }
 
     /// Drops reservations the host no longer backs: a claim of the reservation is stored with

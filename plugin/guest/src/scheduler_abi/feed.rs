@@ -22,6 +22,8 @@ pub struct Feed {
     pub cursor: String,
     /// True when the events are a full snapshot replacing all state.
     pub resync: bool,
+    /// True when the host stopped the document short (a page): ask again from `cursor`.
+    pub more: bool,
     /// The changes, oldest first.
     pub events: Vec<FeedEvent>,
 }
@@ -51,6 +53,12 @@ pub fn parse(bytes: &[u8]) -> Result<Feed, String> {
         .get("resync")
         .and_then(Value::as_bool)
         .ok_or("change feed: field resync: missing or not a boolean")?;
+    let more = match doc.get("more") {
+        None => false,
+        Some(v) => v
+            .as_bool()
+            .ok_or("change feed: field more: not a boolean")?,
+    };
     let list = doc
         .get("events")
         .and_then(Value::as_array)
@@ -80,6 +88,7 @@ pub fn parse(bytes: &[u8]) -> Result<Feed, String> {
     Ok(Feed {
         cursor,
         resync,
+        more,
         events,
     })
 }
@@ -95,7 +104,9 @@ mod tests {
             {"type":"MODIFIED","object":{"kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"}}},
             {"type":"DELETED","object":{"kind":"Pod","metadata":{"name":"p","namespace":"ns"}}}]}"#;
         let feed = parse(doc).unwrap();
-        assert_eq!((feed.cursor.as_str(), feed.resync), ("1.3", false));
+        assert_eq!((feed.cursor.as_str(), feed.resync, feed.more), ("1.3", false, false));
+        let page = parse(br#"{"cursor":"1.2","resync":true,"more":true,"events":[]}"#).unwrap();
+        assert!(page.more && page.resync);
         let got: Vec<(EventKind, &str)> = feed.events.iter().map(|e| (e.kind, e.label.as_str())).collect();
         assert_eq!(
             got,
@@ -115,6 +126,7 @@ mod tests {
             (br#"{"resync":true,"events":[]}"#, "field cursor"),
             (br#"{"cursor":"","events":[]}"#, "field resync"),
             (br#"{"cursor":"","resync":true}"#, "field events"),
+            (br#"{"cursor":"","resync":true,"more":1,"events":[]}"#, "field more"),
             (
                 br#"{"cursor":"","resync":true,"events":[{"type":"BOOKMARK","object":{}}]}"#,
                 "events[0].type",

@@ -17,8 +17,10 @@ pub struct FakeHost {
     pub filtered: String,
     /// `klog.severity`.
     pub severity: i32,
-    /// The feed document `changes` returns.
+    /// The feed document `changes` returns for a cursor not in `pages`.
     pub feed: String,
+    /// Feed documents by the cursor they answer (pages of a feed).
+    pub pages: std::collections::BTreeMap<String, String>,
     /// Cursors the guest sent to `changes`, one per call (retries included).
     pub cursors: Vec<String>,
     /// `result.status_reason` calls.
@@ -93,7 +95,8 @@ pub fn klog_logs(severity: i32, message: &str, kvs: &[u8]) {
 pub fn dra_changes(cursor: &str, buf: &mut [u8]) -> usize {
     with_host(|h| {
         h.cursors.push(cursor.to_string());
-        offer(h.feed.as_bytes(), buf)
+        let doc = h.pages.get(cursor).unwrap_or(&h.feed);
+        offer(doc.as_bytes(), buf)
     })
 }
 

@@ -235,6 +235,36 @@ fn broken_feed_or_pod_is_an_error_naming_what_broke() {
 }
 
 #[test]
+fn a_paged_feed_is_read_until_a_page_has_no_more() {
+    reset("");
+    set_pod(r#"{"metadata":{"name":"p","namespace":"ns"}}"#);
+    let page = |cursor: &str, resync: bool, more: bool, node: &str| {
+        format!(
+            r#"{{"cursor":"{cursor}","resync":{resync},"more":{more},"events":[{{"type":"ADDED","object":{{"kind":"Node","metadata":{{"name":"{node}"}}}}}}]}}"#
+        )
+    };
+    with_host(|h| {
+        h.pages.insert(String::new(), page("e.1", true, true, "a"));
+        h.pages.insert("e.1".into(), page("e.2", false, true, "b"));
+        h.feed = page("e.3", false, false, "c");
+    });
+    let mut s = GuestState::<Fake>::start().unwrap();
+    assert_eq!(s.prefilter().code, 0);
+    assert_eq!(with_host(|h| h.cursors.clone()), ["", "e.1", "e.2"]);
+    assert_eq!(
+        s.backend().calls,
+        ["Add Node a", "Add Node b", "Add Node c", "Update Pod p", "prefilter ns/p"]
+    );
+    assert_eq!(s.cursor(), "e.3");
+
+    // A page asking for more without moving the cursor would loop: an error naming the field.
+    with_host(|h| h.feed = page("e.3", false, true, "c"));
+    let reply = s.prefilter();
+    assert_eq!(reply.code, Code::Error as i32);
+    assert!(reply.reason.contains("field more"), "{}", reply.reason);
+}
+
+#[test]
 fn large_values_are_read_with_a_retry() {
     let config = "x".repeat(5000);
     reset(&config);
