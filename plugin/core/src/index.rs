@@ -62,8 +62,9 @@ impl std::ops::Deref for DeviceEntry {
 pub struct DeviceData {
     /// `driver/pool/device`.
     pub key: DeviceKey,
-    /// The API object.
-    pub device: model::Device,
+    /// The API object, shared with the stored ResourceSlice (or, for a device DeviceTaintRules
+    /// taint, a copy with those taints).
+    pub device: Arc<model::Device>,
     /// Attributes by their name as written, typed; `None` for an invalid (empty or multi-valued) one.
     pub attributes: BTreeMap<String, Option<AttributeValue>>,
     /// Capacity values by name.
@@ -74,7 +75,7 @@ pub struct DeviceData {
 }
 
 impl DeviceData {
-    fn new(key: DeviceKey, d: &model::Device) -> Self {
+    fn new(key: DeviceKey, d: &Arc<model::Device>) -> Self {
         DeviceData {
             key,
             attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
@@ -84,7 +85,7 @@ impl DeviceData {
                 .map(|(k, v)| (k.clone(), v.value.clone()))
                 .collect(),
             allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
-            device: d.clone(),
+            device: Arc::clone(d),
             cel: OnceLock::new(),
         }
     }
@@ -332,9 +333,9 @@ impl Index {
                             match rule_taints(rules, (&driver, &pool_name), &data) {
                                 Ok(extra) if extra.is_empty() => data,
                                 Ok(extra) => {
-                                    let mut tainted = d.clone();
+                                    let mut tainted = (**d).clone();
                                     tainted.taints.extend(extra);
-                                    Arc::new(DeviceData::new(key.clone(), &tainted))
+                                    Arc::new(DeviceData::new(key.clone(), &Arc::new(tainted)))
                                 }
                                 Err(e) => {
                                     if pool.invalid.is_none() {

@@ -10,6 +10,8 @@
 
 use std::collections::BTreeMap;
 
+use std::sync::Arc;
+
 use serde::{Deserialize, Serialize};
 
 use crate::quantity::Quantity;
@@ -325,9 +327,10 @@ pub struct ResourceSliceSpec {
     /// Each device sets its own node selection.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub per_device_node_selection: Option<bool>,
-    /// The devices.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub devices: Vec<Device>,
+    /// The devices. Shared (`Arc`) with the slice index ([`crate::index::DeviceData::device`]),
+    /// which reads them without a copy of its own.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "shared_devices")]
+    pub devices: Vec<Arc<Device>>,
     /// Counter sets consumed by partitionable devices.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub shared_counters: Vec<CounterSet>,
@@ -1009,5 +1012,22 @@ impl DeviceTaintRule {
             .device_selector
             .as_ref()
             .is_some_and(|s| s.device_class_name.is_some() || !s.selectors.is_empty())
+    }
+}
+
+/// Serde for `Vec<Arc<Device>>` as a plain JSON array of devices.
+mod shared_devices {
+    use std::sync::Arc;
+
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    use super::Device;
+
+    pub fn serialize<S: Serializer>(devices: &[Arc<Device>], s: S) -> Result<S::Ok, S::Error> {
+        s.collect_seq(devices.iter().map(|d| &**d))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arc<Device>>, D::Error> {
+        Ok(Vec::<Device>::deserialize(d)?.into_iter().map(Arc::new).collect())
     }
 }
