@@ -383,11 +383,13 @@ fn memory_limit_trap() -> Result<(), Failed> {
         Ok(engine) => engine,
         Err(e) => return Err(format!("a 4 MiB instance should start: {e:#}").into()),
     };
-    let mut objects = small_cluster().objects;
-    let big = objects.clone();
-    for _ in 0..3000 {
-        objects.extend(big.iter().cloned());
-    }
+    // 300 nodes × 8 devices with their running pods: distinct objects, so the plugin must hold
+    // them all (the load sends them in 1 MiB batches, so no single call is what overflows).
+    let spec = sharing_affinity_host::generate::Spec::new(300, 8);
+    let generated = sharing_affinity_host::generate::generate(&spec).map_err(|e| format!("{e:#}"))?;
+    let objects = Cluster::parse(&generated.cluster)
+        .map_err(|e| format!("{e:#}"))?
+        .objects;
     let err = match engine.load(&objects) {
         Ok(rejected) => return Err(format!("loading past the memory limit succeeded: {rejected:?}").into()),
         Err(e) => format!("{e:#}"),
