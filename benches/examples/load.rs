@@ -26,14 +26,20 @@ use sharing_affinity_host::replay::Cluster;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
-    let file = args.first().expect("usage: load <cluster.json> [native|component|kswe]");
+    let file = args
+        .first()
+        .expect("usage: load <cluster.json> [native|component|kswe]");
     let engine_name = args.get(1).map_or("native", String::as_str);
     let mut engine: Box<dyn Engine> = match engine_name {
         "native" => Box::new(NativeEngine::new("").expect("native engine")),
         "component" => {
             let path = artifact::default_component().expect("building the component");
             let plugin = ComponentPlugin::from_file(&path).expect("compiling the component");
-            Box::new(plugin.instantiate("", Limits::default()).expect("component engine"))
+            Box::new(
+                plugin
+                    .instantiate("", Limits::default())
+                    .expect("component engine"),
+            )
         }
         "kswe" => {
             let path = artifact::default_kswe_module().expect("building the KSWE guest");

@@ -55,9 +55,7 @@ pub fn parse(bytes: &[u8]) -> Result<Feed, String> {
         .ok_or("change feed: field resync: missing or not a boolean")?;
     let more = match doc.get("more") {
         None => false,
-        Some(v) => v
-            .as_bool()
-            .ok_or("change feed: field more: not a boolean")?,
+        Some(v) => v.as_bool().ok_or("change feed: field more: not a boolean")?,
     };
     let list = doc
         .get("events")
@@ -104,7 +102,10 @@ mod tests {
             {"type":"MODIFIED","object":{"kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"}}},
             {"type":"DELETED","object":{"kind":"Pod","metadata":{"name":"p","namespace":"ns"}}}]}"#;
         let feed = parse(doc).unwrap();
-        assert_eq!((feed.cursor.as_str(), feed.resync, feed.more), ("1.3", false, false));
+        assert_eq!(
+            (feed.cursor.as_str(), feed.resync, feed.more),
+            ("1.3", false, false)
+        );
         let page = parse(br#"{"cursor":"1.2","resync":true,"more":true,"events":[]}"#).unwrap();
         assert!(page.more && page.resync);
         let got: Vec<(EventKind, &str)> = feed.events.iter().map(|e| (e.kind, e.label.as_str())).collect();
@@ -126,7 +127,10 @@ mod tests {
             (br#"{"resync":true,"events":[]}"#, "field cursor"),
             (br#"{"cursor":"","events":[]}"#, "field resync"),
             (br#"{"cursor":"","resync":true}"#, "field events"),
-            (br#"{"cursor":"","resync":true,"more":1,"events":[]}"#, "field more"),
+            (
+                br#"{"cursor":"","resync":true,"more":1,"events":[]}"#,
+                "field more",
+            ),
             (
                 br#"{"cursor":"","resync":true,"events":[{"type":"BOOKMARK","object":{}}]}"#,
                 "events[0].type",

@@ -253,7 +253,13 @@ fn a_paged_feed_is_read_until_a_page_has_no_more() {
     assert_eq!(with_host(|h| h.cursors.clone()), ["", "e.1", "e.2"]);
     assert_eq!(
         s.backend().calls,
-        ["Add Node a", "Add Node b", "Add Node c", "Update Pod p", "prefilter ns/p"]
+        [
+            "Add Node a",
+            "Add Node b",
+            "Add Node c",
+            "Update Pod p",
+            "prefilter ns/p"
+        ]
     );
     assert_eq!(s.cursor(), "e.3");
 
