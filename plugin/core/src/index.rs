@@ -65,10 +65,10 @@ pub struct DeviceData {
     /// The API object, shared with the stored ResourceSlice (or, for a device DeviceTaintRules
     /// taint, a copy with those taints).
     pub device: Arc<model::Device>,
-    /// Attributes by their name as written, typed; `None` for an invalid (empty or multi-valued) one.
-    pub attributes: BTreeMap<String, Option<AttributeValue>>,
-    /// Capacity values by name.
-    pub capacity_values: BTreeMap<String, Quantity>,
+    /// Attributes by their name as written, typed; `None` for an invalid (empty or multi-valued)
+    /// one. Sorted by name (a slice, not a map: a small `BTreeMap` allocates a whole B-tree leaf,
+    /// which at 40,000 devices is tens of MiB).
+    pub attributes: Box<[(String, Option<AttributeValue>)]>,
     /// `allowMultipleAllocations`.
     pub allow_multiple: bool,
     cel: OnceLock<Result<CelDevice, String>>,
@@ -78,12 +78,8 @@ impl DeviceData {
     fn new(key: DeviceKey, d: &Arc<model::Device>) -> Self {
         DeviceData {
             key,
+            // The model's map iterates in name order: the slice is sorted.
             attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
-            capacity_values: d
-                .capacity
-                .iter()
-                .map(|(k, v)| (k.clone(), v.value.clone()))
-                .collect(),
             allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
             device: Arc::clone(d),
             cel: OnceLock::new(),
@@ -98,7 +94,7 @@ impl DeviceData {
         self.cel
             .get_or_init(|| {
                 let mut attrs = BTreeMap::new();
-                for (name, value) in &self.attributes {
+                for (name, value) in self.attributes.iter() {
                     match value {
                         Some(v) => {
                             attrs.insert(name.clone(), v.clone());
@@ -109,7 +105,7 @@ impl DeviceData {
                 Ok(CelDevice::new(
                     driver,
                     &attrs,
-                    &self.capacity_values,
+                    &self.capacity_values(),
                     self.allow_multiple,
                 ))
             })
@@ -120,14 +116,32 @@ impl DeviceData {
     /// Looks up an attribute by fully qualified name, also accepting the short form when the
     /// domain is the driver's (upstream `lookupAttribute`). `Err` for an invalid attribute value.
     pub fn lookup_attribute(&self, driver: &str, name: &str) -> Option<Result<&AttributeValue, ()>> {
-        if let Some(v) = self.attributes.get(name) {
+        if let Some(v) = self.attribute(name) {
             return Some(v.as_ref().ok_or(()));
         }
         let (domain, id) = name.split_once('/')?;
         if domain != driver {
             return None;
         }
-        self.attributes.get(id).map(|v| v.as_ref().ok_or(()))
+        self.attribute(id).map(|v| v.as_ref().ok_or(()))
+    }
+
+    /// The attribute named exactly `name`.
+    fn attribute(&self, name: &str) -> Option<&Option<AttributeValue>> {
+        let i = self
+            .attributes
+            .binary_search_by(|(k, _)| k.as_str().cmp(name))
+            .ok()?;
+        Some(&self.attributes[i].1)
+    }
+
+    /// Capacity values by name (the CEL input's `device.capacity`).
+    pub fn capacity_values(&self) -> BTreeMap<String, Quantity> {
+        self.device
+            .capacity
+            .iter()
+            .map(|(k, v)| (k.clone(), v.value.clone()))
+            .collect()
     }
 }
 
@@ -541,6 +555,32 @@ mod tests {
         let names: Vec<&str> = p.slices.iter().map(|s| s.name.as_str()).collect();
         assert_eq!(names, ["s-a", "s-b"], "slices sorted by name");
         assert!(!idx.pools[1].complete, "pool q has 1 of 2 slices");
+    }
+
+    /// Attributes are found by full or short name (any position in the sorted slice), invalid
+    /// ones are `Err`; the index reads the stored slice's device, not a copy.
+    #[test]
+    fn attribute_lookup_and_the_shared_device() {
+        let json = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s"},
+            "spec":{"driver":"d.example.com","nodeName":"n1","pool":{"name":"p","generation":1,"resourceSliceCount":1},
+            "devices":[{"name":"a","attributes":{
+                "zz":{"int":3},"d.example.com/b":{"string":"x"},"m":{},"other.example.com/c":{"bool":true}},
+                "capacity":{"mem":{"value":"2Gi"}}}]}}"#;
+        let stored = slices(json);
+        let idx = Index::build(&stored);
+        let dev = &idx.devices[0];
+        let get = |name: &str| dev.lookup_attribute("d.example.com", name);
+        assert_eq!(get("zz"), Some(Ok(&AttributeValue::Int(3))));
+        assert_eq!(get("d.example.com/zz"), Some(Ok(&AttributeValue::Int(3))));
+        assert_eq!(get("d.example.com/b"), Some(Ok(&AttributeValue::String("x".into()))));
+        assert_eq!(get("other.example.com/c"), Some(Ok(&AttributeValue::Bool(true))));
+        assert_eq!(get("m"), Some(Err(())), "no value: invalid");
+        assert_eq!(get("b"), None, "stored under its full name only");
+        assert_eq!(get("other.example.com/zz"), None, "another domain");
+        assert_eq!(get("aa"), None);
+        assert!(Arc::ptr_eq(&dev.device, &stored[0].spec.devices[0]));
+        let caps = dev.capacity_values();
+        assert_eq!(caps["mem"], "2Gi".parse::<Quantity>().unwrap());
     }
 
     #[test]
