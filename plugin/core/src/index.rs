@@ -572,7 +572,10 @@ mod tests {
         let get = |name: &str| dev.lookup_attribute("d.example.com", name);
         assert_eq!(get("zz"), Some(Ok(&AttributeValue::Int(3))));
         assert_eq!(get("d.example.com/zz"), Some(Ok(&AttributeValue::Int(3))));
-        assert_eq!(get("d.example.com/b"), Some(Ok(&AttributeValue::String("x".into()))));
+        assert_eq!(
+            get("d.example.com/b"),
+            Some(Ok(&AttributeValue::String("x".into())))
+        );
         assert_eq!(get("other.example.com/c"), Some(Ok(&AttributeValue::Bool(true))));
         assert_eq!(get("m"), Some(Err(())), "no value: invalid");
         assert_eq!(get("b"), None, "stored under its full name only");
