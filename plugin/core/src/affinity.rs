@@ -312,12 +312,32 @@ pub struct Extractors {
     applicable: Vec<std::sync::OnceLock<Result<AppSet, String>>>,
     /// Interned applicable sets ([`Extractors::applicable_set`]).
     sets: std::cell::RefCell<crate::FxHashMap<Vec<ExtId>, u32>>,
+    /// Interned affinity values ([`Extractors::intern`]).
+    values: std::cell::RefCell<std::collections::HashSet<Arc<Values>, rustc_hash::FxBuildHasher>>,
     /// One warning per pool whose configuration extractors were ignored because the driver
     /// publishes extractors for it.
     pub warnings: Vec<String>,
 }
 
 impl Extractors {
+    /// Most distinct value sets kept interned; past it the table starts over (values stay
+    /// correct, only the pointer fast path of [`same`] is lost for older ones).
+    const MAX_INTERNED: usize = 4096;
+
+    /// The shared copy of `values`: locks and wanted values of the same content are then one
+    /// allocation, so [`same`] answers by pointer on the search path.
+    pub fn intern(&self, values: Arc<Values>) -> Arc<Values> {
+        let mut table = self.values.borrow_mut();
+        if let Some(v) = table.get(&values) {
+            return v.clone();
+        }
+        if table.len() >= Self::MAX_INTERNED {
+            table.clear();
+        }
+        table.insert(values.clone());
+        values
+    }
+
     /// The extractors of each pool: the KEP-5981 metadata-slice extractors when the pool has
     /// any (authoritative: configuration entries for that pool are then ignored, with one warning
     /// per pool), else the configuration's entries for the pool (the fallback for API servers
@@ -442,6 +462,7 @@ impl Extractors {
             groups,
             applicable,
             sets: Default::default(),
+            values: Default::default(),
             warnings,
         }
     }

@@ -63,7 +63,7 @@ impl<'a> Allocator<'a> {
                 "extractor outcome missing for request".into(),
             ));
         }
-        affinity::wanted(&outcomes).map(|v| Some(Arc::new(v)))
+        affinity::wanted(&outcomes).map(|v| Some(self.input.extractors.intern(Arc::new(v))))
     }
 
     /// Whether affinity admits the request on the device before this call's tentative locks

@@ -87,7 +87,7 @@ impl<'a> Allocator<'a> {
                     .count();
                 *holders > own
                     && !matches!(self.input.locks.lock(d), LockState::Locked(_))
-                    && matches!(self.wanted(rd, d), Ok(Some(w)) if w == *values)
+                    && matches!(self.wanted(rd, d), Ok(Some(w)) if affinity::same(&w, values))
             })
             .map(|(&d, _)| d)
             .collect();
@@ -99,7 +99,7 @@ impl<'a> Allocator<'a> {
         let persistent = base
             .iter()
             .take_while(|&&d| match self.input.locks.lock(d) {
-                LockState::Locked(l) => matches!(self.wanted(rd, d), Ok(Some(w)) if w == l),
+                LockState::Locked(l) => matches!(self.wanted(rd, d), Ok(Some(w)) if affinity::same(&w, &l)),
                 _ => false,
             })
             .count();

@@ -391,7 +391,7 @@ impl Plugin {
             extractors: &d.extractors,
             cel: &self.cel,
             classes: &self.classes,
-            allocated: &self.allocated,
+            uses: &d.uses,
             locks,
             node,
             pools,
@@ -719,7 +719,7 @@ impl Plugin {
                 let fresh = !self.allocated.is_allocated(&entry.key) && counted.insert(ch.dev);
                 if fresh && !entry.device.consumes_counters.is_empty() {
                     if !counters.has_pool(entry.pool) {
-                        allocator::init_pool_counters(&mut counters, &d.index, &self.allocated, entry.pool);
+                        allocator::init_pool_counters(&mut counters, &d.index, &d.uses, entry.pool);
                     }
                     if !counters.try_consume(entry.pool, &entry.device.consumes_counters) {
                         let sets: Vec<&str> = entry

@@ -67,7 +67,10 @@ impl Locks<'_> {
             };
             derived.push(v);
         }
-        affinity::lock_from(derived.iter().map(Option::as_deref))
+        match affinity::lock_from(derived.iter().map(Option::as_deref)) {
+            LockState::Locked(v) => LockState::Locked(d.extractors.intern(v)),
+            other => other,
+        }
     }
 }
 
