@@ -718,9 +718,19 @@ fn structured_string(attr: &DeviceAttribute) -> Result<&str, &'static str> {
 
 /// `req` or `req/sub`.
 pub fn full_name(request: &str, sub: Option<&str>) -> String {
-    match sub {
-        Some(s) => format!("{request}/{s}"),
-        None => request.to_string(),
+    FullName(request, sub).to_string()
+}
+
+/// A request's full name (`request` or `request/subrequest`) as `Display`: formatted only where
+/// it is written (error messages on hot paths).
+pub struct FullName<'x>(pub &'x str, pub Option<&'x str>);
+
+impl std::fmt::Display for FullName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            Some(sub) => write!(f, "{}/{sub}", self.0),
+            None => f.write_str(self.0),
+        }
     }
 }
 

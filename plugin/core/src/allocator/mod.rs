@@ -436,10 +436,8 @@ struct Chosen {
     req: (usize, usize),
     dev: DevIdx,
     admin: bool,
+    /// A shared allocation (it consumes capacity: [`search::consumption`]).
     shared: bool,
-    /// Capacity consumed, aligned with the device's `capacity` map (in its key order); `None`
-    /// for a dedicated device or one without capacities.
-    consumed: Option<Vec<Quantity>>,
     affinity: Option<std::sync::Arc<Values>>,
     joined_lock: bool,
 }

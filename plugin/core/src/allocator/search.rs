@@ -282,26 +282,18 @@ impl<'a> Allocator<'a> {
             sub,
         };
         let mut shared = false;
-        let mut consumed = None;
         if ama {
             let caps = &entry.device.capacity;
-            let c: Vec<Quantity> = caps
-                .iter()
-                .map(|(n, cap)| capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap))
-                .collect();
             let slot = self
                 .allocating_capacity
                 .or_insert_with(d, || vec![Quantity::from_i64(0); caps.len()]);
-            for (cur, q) in slot.iter_mut().zip(&c) {
-                if let Some(v) = cur.checked_add(q) {
+            for (cur, q) in slot.iter_mut().zip(consumption(rd, entry)) {
+                if let Some(v) = cur.checked_add(&q) {
                     *cur = v;
                 }
             }
             undo.capacity = true;
             shared = true;
-            if !c.is_empty() {
-                consumed = Some(c);
-            }
         } else {
             self.allocating_devices.or_insert_with(d, Vec::new).push(r.claim);
         }
@@ -315,7 +307,6 @@ impl<'a> Allocator<'a> {
             dev: d,
             admin,
             shared,
-            consumed,
             affinity: wanted,
             joined_lock,
         });
@@ -389,6 +380,19 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
             .map_err(|e| format!("device {}: {e}", entry.key));
     }
     Ok(true)
+}
+
+/// The capacity a request consumes on a device, aligned with the device's `capacity` map (what
+/// a shared allocation adds to the device's consumed capacity).
+pub(super) fn consumption<'x>(
+    rd: &'x ReqData<'_>,
+    entry: &'x crate::index::DeviceEntry,
+) -> impl Iterator<Item = Quantity> + 'x {
+    entry
+        .device
+        .capacity
+        .iter()
+        .map(move |(n, cap)| capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap))
 }
 
 fn all_taints_ok(entry: &crate::index::DeviceEntry, tolerations: &[DeviceToleration]) -> bool {

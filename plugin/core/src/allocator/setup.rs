@@ -145,7 +145,8 @@ impl<'a> Allocator<'a> {
         (affinity, cache_key): (Option<&'a [Option<Outcome>]>, Option<CacheKey>),
     ) -> Result<ReqData<'a>, String> {
         let claim = self.input.claims[ci].key;
-        let name = affinity::full_name(request, sub);
+        // Formatted only into an error.
+        let name = affinity::FullName(request, sub);
         if class_name.is_empty() {
             return Err(format!(
                 "claim {claim}, request {name}: missing device class name"

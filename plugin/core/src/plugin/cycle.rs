@@ -41,26 +41,27 @@ impl Cycle {
             .collect()
     }
 
-    /// The allocator's claims for a node, and each one's position in `pending`: a node variant
-    /// with no request left is not allocated there.
+    /// Whether pending claim `n` is allocated on the node: a node variant with no request left
+    /// is not.
+    fn takes_part(variants: &[Option<super::extended::NodeVariant>], n: usize) -> bool {
+        variants
+            .get(n)
+            .and_then(Option::as_ref)
+            .is_none_or(|v| !v.claim.spec.devices.requests.is_empty())
+    }
+
+    /// The allocator's claims for a node ([`Cycle::positions`] gives each one's position in
+    /// `pending`).
     fn claim_inputs<'c>(
         &'c self,
         variants: &'c [Option<super::extended::NodeVariant>],
         trimmed: &'c [Option<ClaimAffinity>],
-    ) -> (Vec<ClaimInput<'c>>, Vec<usize>) {
-        let mut positions = Vec::with_capacity(self.pending.len());
-        let inputs = self
-            .pending
+    ) -> Vec<ClaimInput<'c>> {
+        self.pending
             .iter()
             .enumerate()
-            .filter(|(n, _)| {
-                variants
-                    .get(*n)
-                    .and_then(Option::as_ref)
-                    .is_none_or(|v| !v.claim.spec.devices.requests.is_empty())
-            })
+            .filter(|&(n, _)| Self::takes_part(variants, n))
             .map(|(n, &i)| {
-                positions.push(n);
                 let variant = variants.get(n).and_then(Option::as_ref);
                 ClaimInput {
                     key: &self.claims[i].key,
@@ -72,8 +73,14 @@ impl Cycle {
                     slot: variant.is_none().then_some(n),
                 }
             })
-            .collect();
-        (inputs, positions)
+            .collect()
+    }
+
+    /// The position in `pending` of each of [`Cycle::claim_inputs`].
+    fn positions(&self, variants: &[Option<super::extended::NodeVariant>]) -> Vec<usize> {
+        (0..self.pending.len())
+            .filter(|&n| Self::takes_part(variants, n))
+            .collect()
     }
 }
 
@@ -345,7 +352,7 @@ impl Plugin {
             Vec::new()
         };
         let trimmed = cycle.trimmed_affinity(&variants);
-        let (inputs, _) = cycle.claim_inputs(&variants, &trimmed);
+        let inputs = cycle.claim_inputs(&variants, &trimmed);
         if inputs.is_empty() {
             return NodeResult {
                 status: Status::success(),
@@ -435,7 +442,8 @@ impl Plugin {
             }
         };
         let trimmed = cycle.trimmed_affinity(&r.variants);
-        let (inputs, positions) = cycle.claim_inputs(&r.variants, &trimmed);
+        let inputs = cycle.claim_inputs(&r.variants, &trimmed);
+        let positions = cycle.positions(&r.variants);
         let locks = self.lock_view(d);
         let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
         let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
