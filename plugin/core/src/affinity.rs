@@ -314,28 +314,39 @@ pub struct Extractors {
     sets: std::cell::RefCell<crate::FxHashMap<Vec<ExtId>, u32>>,
     /// Interned affinity values ([`Extractors::intern`]).
     values: std::cell::RefCell<std::collections::HashSet<Arc<Values>, rustc_hash::FxBuildHasher>>,
+    /// The interning table reached its limit: some value sets are not interned.
+    interning_full: std::cell::Cell<bool>,
     /// One warning per pool whose configuration extractors were ignored because the driver
     /// publishes extractors for it.
     pub warnings: Vec<String>,
 }
 
 impl Extractors {
-    /// Most distinct value sets kept interned; past it the table starts over (values stay
-    /// correct, only the pointer fast path of [`same`] is lost for older ones).
+    /// Most distinct value sets interned; past it new ones are not interned, and [`Extractors::same`]
+    /// compares values again.
     const MAX_INTERNED: usize = 4096;
 
-    /// The shared copy of `values`: locks and wanted values of the same content are then one
-    /// allocation, so [`same`] answers by pointer on the search path.
+    /// The shared copy of `values`. Every lock and every wanted value set of this index goes
+    /// through here, so equal contents are one allocation and [`Extractors::same`] answers by
+    /// pointer on the search path. The table lives as long as the index (a slice change builds
+    /// new extractors, and with them drops every cache holding values).
     pub fn intern(&self, values: Arc<Values>) -> Arc<Values> {
         let mut table = self.values.borrow_mut();
         if let Some(v) = table.get(&values) {
             return v.clone();
         }
         if table.len() >= Self::MAX_INTERNED {
-            table.clear();
+            self.interning_full.set(true);
+            return values;
         }
         table.insert(values.clone());
         values
+    }
+
+    /// Whether two value sets from [`Extractors::intern`] are equal: by pointer while every value
+    /// set is interned, by content once the table is full.
+    pub fn same(&self, a: &Arc<Values>, b: &Arc<Values>) -> bool {
+        Arc::ptr_eq(a, b) || (self.interning_full.get() && a == b)
     }
 
     /// The extractors of each pool: the KEP-5981 metadata-slice extractors when the pool has
@@ -463,6 +474,7 @@ impl Extractors {
             applicable,
             sets: Default::default(),
             values: Default::default(),
+            interning_full: Default::default(),
             warnings,
         }
     }
@@ -831,6 +843,34 @@ pub fn same(a: &Arc<Values>, b: &Arc<Values>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Equal value sets share one allocation while the table has room; past its limit, equal
+    /// sets that were not interned still compare equal, and different sets never do.
+    #[test]
+    fn interned_values_compare_by_pointer_and_by_content_past_the_limit() {
+        let ex = Extractors::build(&Index::default(), &Config::default(), &CelCache::new());
+        let subnet = |v: String| Arc::new(Values::from([("subnet".to_string(), v)]));
+        let a = ex.intern(subnet("a".into()));
+        let a2 = ex.intern(subnet("a".into()));
+        assert!(Arc::ptr_eq(&a, &a2), "equal contents: one allocation");
+        assert!(ex.same(&a, &a2));
+        assert!(!ex.same(&a, &ex.intern(subnet("b".into()))));
+        for i in 0..Extractors::MAX_INTERNED {
+            ex.intern(subnet(format!("fill-{i}")));
+        }
+        let late = ex.intern(subnet("late".into()));
+        let late2 = ex.intern(subnet("late".into()));
+        assert!(
+            !Arc::ptr_eq(&late, &late2),
+            "past the limit nothing new is interned"
+        );
+        assert!(ex.same(&late, &late2), "equal contents stay equal");
+        assert!(!ex.same(&late, &a), "different contents stay different");
+        assert!(
+            ex.same(&a, &ex.intern(subnet("a".into()))),
+            "interned before the limit"
+        );
+    }
 
     fn vals(pairs: &[(&str, &str)]) -> Values {
         pairs

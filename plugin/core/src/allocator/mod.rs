@@ -115,7 +115,8 @@ impl DeviceUse {
     }
 }
 
-/// Where the allocator gets persistent lock states from.
+/// Where persistent lock states come from (the plugin's per-device cache). An allocation call
+/// reads them from a filled-in table instead ([`Input::locks`]).
 pub trait LockSource {
     /// The lock state of a device (affinity pools only).
     fn lock(&self, dev: DevIdx) -> LockState;
@@ -153,8 +154,9 @@ pub struct Input<'a> {
     /// Allocated state per device, by dense index ([`AllocatedState::uses`]; one entry per
     /// device of `index`).
     pub uses: &'a [DeviceUse],
-    /// Persistent locks.
-    pub locks: &'a dyn LockSource,
+    /// Persistent lock states by dense device index: an entry for every candidate device (see
+    /// [`LockSource::lock`]).
+    pub locks: &'a [Option<LockState>],
     /// The node.
     pub node: &'a Node,
     /// The node's pools.

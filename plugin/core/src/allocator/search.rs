@@ -226,7 +226,7 @@ impl<'a> Allocator<'a> {
         let mut joined_lock = false;
         if let Some(w) = &wanted {
             let lock = self.current_lock(d);
-            if let Err(why) = lock.admits(w) {
+            if let Err(why) = self.admits(&lock, w) {
                 self.note(d, why);
                 return Ok(None);
             }

@@ -361,7 +361,7 @@ impl Plugin {
                 rank: 0,
             };
         }
-        let locks = self.lock_view(d);
+        let locks = self.lock_table(d, candidates);
         let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
@@ -388,7 +388,7 @@ impl Plugin {
     fn allocator_input<'a>(
         &'a self,
         (cycle, d): (&'a Cycle, &'a super::Derived),
-        locks: &'a super::Locks<'a>,
+        locks: &'a [Option<crate::affinity::LockState>],
         node: &'a crate::model::Node,
         (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
         claims: &'a [ClaimInput<'a>],
@@ -444,7 +444,7 @@ impl Plugin {
         let trimmed = cycle.trimmed_affinity(&r.variants);
         let inputs = cycle.claim_inputs(&r.variants, &trimmed);
         let positions = cycle.positions(&r.variants);
-        let locks = self.lock_view(d);
+        let locks = self.lock_table(d, candidates);
         let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
         let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
         for (cr, n) in results.into_iter().zip(positions) {

@@ -490,6 +490,11 @@ impl Plugin {
                 }
             }
             self.locks.borrow_mut().clear();
+            // The cycle's caches hold values interned by the old extractors
+            // ([`Extractors::same`] compares them by pointer).
+            if let Some(c) = &mut self.cycle {
+                c.cache = Default::default();
+            }
             self.changed_pools.clear();
             self.slices_dirty = false;
             if previous.is_some()
