@@ -312,12 +312,43 @@ pub struct Extractors {
     applicable: Vec<std::sync::OnceLock<Result<AppSet, String>>>,
     /// Interned applicable sets ([`Extractors::applicable_set`]).
     sets: std::cell::RefCell<crate::FxHashMap<Vec<ExtId>, u32>>,
+    /// Interned affinity values ([`Extractors::intern`]).
+    values: std::cell::RefCell<std::collections::HashSet<Arc<Values>, rustc_hash::FxBuildHasher>>,
+    /// The interning table reached its limit: some value sets are not interned.
+    interning_full: std::cell::Cell<bool>,
     /// One warning per pool whose configuration extractors were ignored because the driver
     /// publishes extractors for it.
     pub warnings: Vec<String>,
 }
 
 impl Extractors {
+    /// Most distinct value sets interned; past it new ones are not interned, and [`Extractors::same`]
+    /// compares values again.
+    const MAX_INTERNED: usize = 4096;
+
+    /// The shared copy of `values`. Every lock and every wanted value set of this index goes
+    /// through here, so equal contents are one allocation and [`Extractors::same`] answers by
+    /// pointer on the search path. The table lives as long as the index (a slice change builds
+    /// new extractors, and with them drops every cache holding values).
+    pub fn intern(&self, values: Arc<Values>) -> Arc<Values> {
+        let mut table = self.values.borrow_mut();
+        if let Some(v) = table.get(&values) {
+            return v.clone();
+        }
+        if table.len() >= Self::MAX_INTERNED {
+            self.interning_full.set(true);
+            return values;
+        }
+        table.insert(values.clone());
+        values
+    }
+
+    /// Whether two value sets from [`Extractors::intern`] are equal: by pointer while every value
+    /// set is interned, by content once the table is full.
+    pub fn same(&self, a: &Arc<Values>, b: &Arc<Values>) -> bool {
+        Arc::ptr_eq(a, b) || (self.interning_full.get() && a == b)
+    }
+
     /// The extractors of each pool: the KEP-5981 metadata-slice extractors when the pool has
     /// any (authoritative: configuration entries for that pool are then ignored, with one warning
     /// per pool), else the configuration's entries for the pool (the fallback for API servers
@@ -442,6 +473,8 @@ impl Extractors {
             groups,
             applicable,
             sets: Default::default(),
+            values: Default::default(),
+            interning_full: Default::default(),
             warnings,
         }
     }
@@ -697,9 +730,19 @@ fn structured_string(attr: &DeviceAttribute) -> Result<&str, &'static str> {
 
 /// `req` or `req/sub`.
 pub fn full_name(request: &str, sub: Option<&str>) -> String {
-    match sub {
-        Some(s) => format!("{request}/{s}"),
-        None => request.to_string(),
+    FullName(request, sub).to_string()
+}
+
+/// A request's full name (`request` or `request/subrequest`) as `Display`: formatted only where
+/// it is written (error messages on hot paths).
+pub struct FullName<'x>(pub &'x str, pub Option<&'x str>);
+
+impl std::fmt::Display for FullName<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.1 {
+            Some(sub) => write!(f, "{}/{sub}", self.0),
+            None => f.write_str(self.0),
+        }
     }
 }
 
@@ -800,6 +843,34 @@ pub fn same(a: &Arc<Values>, b: &Arc<Values>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Equal value sets share one allocation while the table has room; past its limit, equal
+    /// sets that were not interned still compare equal, and different sets never do.
+    #[test]
+    fn interned_values_compare_by_pointer_and_by_content_past_the_limit() {
+        let ex = Extractors::build(&Index::default(), &Config::default(), &CelCache::new());
+        let subnet = |v: String| Arc::new(Values::from([("subnet".to_string(), v)]));
+        let a = ex.intern(subnet("a".into()));
+        let a2 = ex.intern(subnet("a".into()));
+        assert!(Arc::ptr_eq(&a, &a2), "equal contents: one allocation");
+        assert!(ex.same(&a, &a2));
+        assert!(!ex.same(&a, &ex.intern(subnet("b".into()))));
+        for i in 0..Extractors::MAX_INTERNED {
+            ex.intern(subnet(format!("fill-{i}")));
+        }
+        let late = ex.intern(subnet("late".into()));
+        let late2 = ex.intern(subnet("late".into()));
+        assert!(
+            !Arc::ptr_eq(&late, &late2),
+            "past the limit nothing new is interned"
+        );
+        assert!(ex.same(&late, &late2), "equal contents stay equal");
+        assert!(!ex.same(&late, &a), "different contents stay different");
+        assert!(
+            ex.same(&a, &ex.intern(subnet("a".into()))),
+            "interned before the limit"
+        );
+    }
 
     fn vals(pairs: &[(&str, &str)]) -> Values {
         pairs

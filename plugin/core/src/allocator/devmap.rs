@@ -27,6 +27,11 @@ impl<V> DevMap<V> {
         self.0.iter().any(|(k, _)| k == d)
     }
 
+    /// Removes every entry; the capacity stays for the next call.
+    pub(super) fn clear(&mut self) {
+        self.0.clear();
+    }
+
     pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
@@ -74,5 +79,8 @@ mod tests {
         assert_eq!(m.iter().collect::<Vec<_>>(), vec![(&5, &1)]);
         m.remove(&5);
         assert!(m.is_empty());
+        m.or_insert_with(7, || 1);
+        m.clear();
+        assert!(m.is_empty() && m.get(&7).is_none());
     }
 }

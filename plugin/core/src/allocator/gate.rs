@@ -63,7 +63,7 @@ impl<'a> Allocator<'a> {
                 "extractor outcome missing for request".into(),
             ));
         }
-        affinity::wanted(&outcomes).map(|v| Some(Arc::new(v)))
+        affinity::wanted(&outcomes).map(|v| Some(self.input.extractors.intern(Arc::new(v))))
     }
 
     /// Whether affinity admits the request on the device before this call's tentative locks
@@ -71,7 +71,7 @@ impl<'a> Allocator<'a> {
     pub(super) fn persistently_viable(&self, rd: &ReqData<'_>, d: DevIdx) -> bool {
         match self.wanted(rd, d) {
             Ok(None) => true,
-            Ok(Some(w)) => self.input.locks.lock(d).admits(&w).is_ok(),
+            Ok(Some(w)) => self.admits(self.lock(d), &w).is_ok(),
             Err(_) => false,
         }
     }
@@ -80,8 +80,30 @@ impl<'a> Allocator<'a> {
     pub(super) fn current_lock(&self, d: DevIdx) -> LockState {
         match self.allocating_affinity.get(&d) {
             Some((v, _)) => LockState::Locked(v.clone()),
-            None => self.input.locks.lock(d),
+            None => self.lock(d).clone(),
         }
+    }
+
+    /// [`LockState::admits`], comparing interned values by pointer ([`crate::affinity::Extractors::same`]).
+    pub(super) fn admits(&self, lock: &LockState, wanted: &Arc<Values>) -> Result<(), Rejection> {
+        match lock {
+            LockState::Locked(l) if !self.input.extractors.same(l, wanted) => Err(Rejection::Locked {
+                lock: l.clone(),
+                wanted: wanted.clone(),
+            }),
+            other => other.admits(wanted),
+        }
+    }
+
+    /// The device's persistent lock. The input has one for every candidate; a device without
+    /// one counts as unreconstructable (never shared).
+    pub(super) fn lock(&self, d: DevIdx) -> &'a LockState {
+        static UNKNOWN: LockState = LockState::Unreconstructable;
+        self.input
+            .locks
+            .get(d as usize)
+            .and_then(Option::as_ref)
+            .unwrap_or(&UNKNOWN)
     }
 
     /// Records why a device was rejected; the text is built only if the call fails.

@@ -53,9 +53,70 @@ impl AllocatedState {
     pub fn is_allocated(&self, key: &DeviceKey) -> bool {
         self.dedicated.contains_key(key) || self.shared.contains_key(key) || self.capacity.contains_key(key)
     }
+
+    /// What this state says of device `d` of `index`.
+    pub fn device_use(&self, index: &Index, d: DevIdx) -> DeviceUse {
+        let entry = index.device(d);
+        let key = &entry.key;
+        let consumed = match self.capacity.get(key) {
+            Some(used) if !entry.device.capacity.is_empty() => {
+                let zero = Quantity::from_i64(0);
+                entry
+                    .device
+                    .capacity
+                    .keys()
+                    .map(|name| used.get(name).unwrap_or(&zero).clone())
+                    .collect()
+            }
+            _ => Vec::new(),
+        };
+        DeviceUse {
+            dedicated: self.dedicated.contains_key(key),
+            shared: self.shared.contains_key(key) || self.capacity.contains_key(key),
+            consumed,
+        }
+    }
+
+    /// [`AllocatedState::device_use`] of every device of `index`, by dense index.
+    pub fn uses(&self, index: &Index) -> Vec<DeviceUse> {
+        let mut out = vec![DeviceUse::default(); index.devices.len()];
+        let keys = self
+            .dedicated
+            .keys()
+            .chain(self.shared.keys())
+            .chain(self.capacity.keys());
+        for key in keys {
+            if let Some(&d) = index.by_key.get(key) {
+                out[d as usize] = self.device_use(index, d);
+            }
+        }
+        out
+    }
 }
 
-/// Where the allocator gets persistent lock states from.
+/// What [`AllocatedState`] says of one device, laid out by the index's dense device index for
+/// the search: no key hashing and no capacity-name lookups on the Filter path. Kept in step with
+/// the allocated state by its owner (the plugin), and rebuilt with the index.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct DeviceUse {
+    /// Allocated without a share ID.
+    pub dedicated: bool,
+    /// Allocated with a share ID, or with consumed capacity.
+    pub shared: bool,
+    /// Capacity consumed by shared allocations, aligned with the device's `capacity` map (its
+    /// key order); empty when nothing is consumed.
+    pub consumed: Vec<Quantity>,
+}
+
+impl DeviceUse {
+    /// Upstream `IsDeviceAllocated`.
+    pub fn is_allocated(&self) -> bool {
+        self.dedicated || self.shared
+    }
+}
+
+/// Where persistent lock states come from (the plugin's per-device cache). An allocation call
+/// reads them from a filled-in table instead ([`Input::locks`]).
 pub trait LockSource {
     /// The lock state of a device (affinity pools only).
     fn lock(&self, dev: DevIdx) -> LockState;
@@ -90,10 +151,12 @@ pub struct Input<'a> {
     pub cel: &'a CelCache,
     /// DeviceClasses by name.
     pub classes: &'a FxHashMap<String, DeviceClass>,
-    /// Allocated state.
-    pub allocated: &'a AllocatedState,
-    /// Persistent locks.
-    pub locks: &'a dyn LockSource,
+    /// Allocated state per device, by dense index ([`AllocatedState::uses`]; one entry per
+    /// device of `index`).
+    pub uses: &'a [DeviceUse],
+    /// Persistent lock states by dense device index: an entry for every candidate device (see
+    /// [`LockSource::lock`]).
+    pub locks: &'a [Option<LockState>],
     /// The node.
     pub node: &'a Node,
     /// The node's pools.
@@ -123,6 +186,19 @@ pub struct CycleCache {
     wanted: std::cell::RefCell<WantedMap>,
     /// A request's compiled class and request selectors per (claim slot, request, subrequest).
     selectors: std::cell::RefCell<FxHashMap<CacheKey, std::sync::Arc<[ReqSelector]>>>,
+    /// The per-call buffers the last call left behind.
+    scratch: std::cell::RefCell<Scratch>,
+}
+
+/// The buffers of an allocation call, handed from one call to the next (empty, capacity kept):
+/// a Filter call does not allocate them again.
+#[derive(Default)]
+struct Scratch {
+    allocating_devices: DevMap<Vec<usize>>,
+    allocating_capacity: DevMap<Vec<Quantity>>,
+    allocating_affinity: DevMap<(std::sync::Arc<Values>, usize)>,
+    order: Vec<(ReqPos, std::sync::Arc<[DevIdx]>)>,
+    notes: Vec<(DevIdx, affinity::Rejection)>,
 }
 
 /// A request's key in the [`CycleCache`]: (claim slot, request, subrequest).
@@ -179,33 +255,33 @@ impl Allocation {
     /// counts as its request): `50 · Σ / non-neutral devices`; the rank is the sum over requests,
     /// so neutral requests never dilute the others.
     pub fn rank(&self, index: &Index, extractors: &Extractors) -> u32 {
+        // A device's points, `None` when it is neutral.
+        let points = |ch: &Chosen| -> Option<u32> {
+            let neutral = ch.admin
+                || !index.device(ch.dev).allow_multiple
+                || !extractors.pool_has_affinity(index, ch.dev);
+            (!neutral).then_some(match (&ch.affinity, ch.joined_lock) {
+                (Some(_), true) => 2,
+                (Some(_), false) => 1,
+                (None, _) => 0,
+            })
+        };
         let mut total = 0u32;
-        // Per claim: (request index, sum, non-neutral devices), in first-use order.
-        let mut per_request: Vec<(usize, u32, u32)> = Vec::new();
         for chosen in &self.results {
-            per_request.clear();
-            for ch in chosen {
-                let slot = match per_request.iter().position(|r| r.0 == ch.req.0) {
-                    Some(i) => i,
-                    None => {
-                        per_request.push((ch.req.0, 0, 0));
-                        per_request.len() - 1
-                    }
-                };
-                let neutral = ch.admin
-                    || !index.device(ch.dev).allow_multiple
-                    || !extractors.pool_has_affinity(index, ch.dev);
-                if neutral {
+            // A claim has at most 32 devices: each request is summed where it first appears.
+            for (i, first) in chosen.iter().enumerate() {
+                if chosen[..i].iter().any(|c| c.req.0 == first.req.0) {
                     continue;
                 }
-                per_request[slot].1 += match (&ch.affinity, ch.joined_lock) {
-                    (Some(_), true) => 2,
-                    (Some(_), false) => 1,
-                    (None, _) => 0,
-                };
-                per_request[slot].2 += 1;
-            }
-            for &(_, sum, n) in &per_request {
+                let (mut sum, mut n) = (0u32, 0u32);
+                for p in chosen[i..]
+                    .iter()
+                    .filter(|c| c.req.0 == first.req.0)
+                    .filter_map(points)
+                {
+                    sum += p;
+                    n += 1;
+                }
                 // A request with only neutral devices (n = 0) adds nothing.
                 if let Some(rank) = (sum * 50).checked_div(n) {
                     total = total.saturating_add(rank);
@@ -262,8 +338,8 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
         a.check_node_selector(chosen)?;
     }
     Ok(AllocOutcome::Allocated(Allocation {
-        results: a.results,
-        selected_sub: a.selected_sub,
+        results: std::mem::take(&mut a.results),
+        selected_sub: std::mem::take(&mut a.selected_sub),
     }))
 }
 
@@ -362,10 +438,8 @@ struct Chosen {
     req: (usize, usize),
     dev: DevIdx,
     admin: bool,
+    /// A shared allocation (it consumes capacity: [`search::consumption`]).
     shared: bool,
-    /// Capacity consumed, aligned with the device's `capacity` map (in its key order); `None`
-    /// for a dedicated device or one without capacities.
-    consumed: Option<Vec<Quantity>>,
     affinity: Option<std::sync::Arc<Values>>,
     joined_lock: bool,
 }
@@ -390,6 +464,25 @@ struct Allocator<'a> {
     order: Vec<(ReqPos, std::sync::Arc<[DevIdx]>)>,
     /// Rejected devices and why, formatted only when the call fails.
     notes: Vec<(DevIdx, affinity::Rejection)>,
+}
+
+impl Drop for Allocator<'_> {
+    /// Hands the call's buffers, emptied, to the next call of the cycle.
+    fn drop(&mut self) {
+        let Ok(mut s) = self.input.cycle_cache.scratch.try_borrow_mut() else {
+            return;
+        };
+        self.allocating_devices.clear();
+        self.allocating_capacity.clear();
+        self.allocating_affinity.clear();
+        self.order.clear();
+        self.notes.clear();
+        s.allocating_devices = std::mem::take(&mut self.allocating_devices);
+        s.allocating_capacity = std::mem::take(&mut self.allocating_capacity);
+        s.allocating_affinity = std::mem::take(&mut self.allocating_affinity);
+        s.order = std::mem::take(&mut self.order);
+        s.notes = std::mem::take(&mut self.notes);
+    }
 }
 
 fn lookup<'e>(entry: &'e crate::index::DeviceEntry, driver: &str, attr: &str) -> Lookup<'e> {

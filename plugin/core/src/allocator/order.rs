@@ -1,7 +1,7 @@
 //! Candidate ordering: devices already locked to the wanted values first (consolidation).
 
 use super::Allocator;
-use crate::affinity::{self, LockState};
+use crate::affinity::LockState;
 use crate::index::DevIdx;
 
 impl<'a> Allocator<'a> {
@@ -28,9 +28,9 @@ impl<'a> Allocator<'a> {
                 let entry = index.device(d);
                 let joined = entry.allow_multiple
                     && self.input.extractors.pool_has_affinity(index, d)
-                    && match self.input.locks.lock(d) {
+                    && match self.lock(d) {
                         LockState::Locked(l) => {
-                            matches!(self.wanted(rd, d), Ok(Some(w)) if affinity::same(&w, &l))
+                            matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
                         }
                         _ => false,
                     };
@@ -86,8 +86,8 @@ impl<'a> Allocator<'a> {
                     .filter(|c| c.req == (ri, si) && c.dev == d && c.affinity.is_some())
                     .count();
                 *holders > own
-                    && !matches!(self.input.locks.lock(d), LockState::Locked(_))
-                    && matches!(self.wanted(rd, d), Ok(Some(w)) if w == *values)
+                    && !matches!(self.lock(d), LockState::Locked(_))
+                    && matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, values))
             })
             .map(|(&d, _)| d)
             .collect();
@@ -98,8 +98,10 @@ impl<'a> Allocator<'a> {
         // first-fit order, then the rest.
         let persistent = base
             .iter()
-            .take_while(|&&d| match self.input.locks.lock(d) {
-                LockState::Locked(l) => matches!(self.wanted(rd, d), Ok(Some(w)) if w == l),
+            .take_while(|&&d| match self.lock(d) {
+                LockState::Locked(l) => {
+                    matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
+                }
                 _ => false,
             })
             .count();

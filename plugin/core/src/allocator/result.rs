@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 
+use super::search::consumption;
 use super::{Allocator, Chosen, ClaimResult, DeviceChoice};
 use crate::index::{DeviceKey, Index};
 use crate::model::{
@@ -33,13 +34,13 @@ impl<'a> Allocator<'a> {
                     binding_conditions: entry.device.binding_conditions.clone(),
                     binding_failure_conditions: entry.device.binding_failure_conditions.clone(),
                     share_id: None,
-                    consumed_capacity: ch.consumed.as_ref().map(|c| {
+                    consumed_capacity: (ch.shared && !entry.device.capacity.is_empty()).then(|| {
                         entry
                             .device
                             .capacity
                             .keys()
                             .cloned()
-                            .zip(c.iter().cloned())
+                            .zip(consumption(rd, entry))
                             .collect()
                     }),
                 });

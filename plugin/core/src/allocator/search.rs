@@ -2,9 +2,7 @@
 //! the availability checks for one candidate device.
 
 use super::undo::Undo;
-use super::{
-    AllocatedState, Allocator, Chosen, Input, MAX_RESULTS_PER_CLAIM, Mode, Pos, ReqData, Stop, lookup,
-};
+use super::{Allocator, Chosen, DeviceUse, Input, MAX_RESULTS_PER_CLAIM, Mode, Pos, ReqData, Stop, lookup};
 use crate::affinity::LockState;
 use crate::capacity;
 use crate::counters::CounterState;
@@ -24,7 +22,7 @@ impl<'a> Allocator<'a> {
         {
             return None;
         }
-        let allocated = self.input.allocated.capacity.get(&entry.key);
+        let allocated = &self.device_use(d).consumed;
         let allocating = self.allocating_capacity.get(&d);
         for (i, (name, cap)) in caps.iter().enumerate() {
             let consumed = capacity::consumed_capacity(rd.capacity.and_then(|r| r.get(name)), cap);
@@ -32,12 +30,9 @@ impl<'a> Allocator<'a> {
                 return Some(false);
             }
             let mut total = consumed;
-            for extra in [
-                allocated.and_then(|m| m.get(name)),
-                allocating.and_then(|v| v.get(i)),
-            ]
-            .into_iter()
-            .flatten()
+            for extra in [allocated.get(i), allocating.and_then(|v| v.get(i))]
+                .into_iter()
+                .flatten()
             {
                 match total.checked_add(extra) {
                     Some(t) => total = t,
@@ -51,19 +46,23 @@ impl<'a> Allocator<'a> {
         Some(true)
     }
 
+    /// The device's allocated state outside this call.
+    fn device_use(&self, d: DevIdx) -> &'a DeviceUse {
+        static UNUSED: DeviceUse = DeviceUse {
+            dedicated: false,
+            shared: false,
+            consumed: Vec::new(),
+        };
+        // `uses` has one entry per device of the index (see [`Input::uses`]).
+        self.input.uses.get(d as usize).unwrap_or(&UNUSED)
+    }
+
     pub(super) fn device_in_use(&self, d: DevIdx) -> bool {
-        self.input
-            .allocated
-            .dedicated
-            .contains_key(&self.input.index.device(d).key)
-            || self.allocating_devices.get(&d).is_some_and(|v| !v.is_empty())
+        self.device_use(d).dedicated || self.allocating_devices.get(&d).is_some_and(|v| !v.is_empty())
     }
 
     pub(super) fn capacity_in_use(&self, d: DevIdx) -> bool {
-        let key = &self.input.index.device(d).key;
-        self.input.allocated.capacity.contains_key(key)
-            || self.input.allocated.shared.contains_key(key)
-            || self.allocating_capacity.contains_key(&d)
+        self.device_use(d).shared || self.allocating_capacity.contains_key(&d)
     }
 
     pub(super) fn allocate_one(&mut self, r: Pos, in_sub: bool, start: usize) -> Result<bool, Stop> {
@@ -227,7 +226,7 @@ impl<'a> Allocator<'a> {
         let mut joined_lock = false;
         if let Some(w) = &wanted {
             let lock = self.current_lock(d);
-            if let Err(why) = lock.admits(w) {
+            if let Err(why) = self.admits(&lock, w) {
                 self.note(d, why);
                 return Ok(None);
             }
@@ -283,26 +282,18 @@ impl<'a> Allocator<'a> {
             sub,
         };
         let mut shared = false;
-        let mut consumed = None;
         if ama {
             let caps = &entry.device.capacity;
-            let c: Vec<Quantity> = caps
-                .iter()
-                .map(|(n, cap)| capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap))
-                .collect();
             let slot = self
                 .allocating_capacity
                 .or_insert_with(d, || vec![Quantity::from_i64(0); caps.len()]);
-            for (cur, q) in slot.iter_mut().zip(&c) {
-                if let Some(v) = cur.checked_add(q) {
+            for (cur, q) in slot.iter_mut().zip(consumption(rd, entry)) {
+                if let Some(v) = cur.checked_add(&q) {
                     *cur = v;
                 }
             }
             undo.capacity = true;
             shared = true;
-            if !c.is_empty() {
-                consumed = Some(c);
-            }
         } else {
             self.allocating_devices.or_insert_with(d, Vec::new).push(r.claim);
         }
@@ -316,7 +307,6 @@ impl<'a> Allocator<'a> {
             dev: d,
             admin,
             shared,
-            consumed,
             affinity: wanted,
             joined_lock,
         });
@@ -327,25 +317,19 @@ impl<'a> Allocator<'a> {
         if self.counters.has_pool(pool) {
             return;
         }
-        init_pool_counters(&mut self.counters, self.input.index, self.input.allocated, pool);
+        init_pool_counters(&mut self.counters, self.input.index, self.input.uses, pool);
     }
 }
 
 /// Sets a pool's available counters: its counter sets minus what allocated devices consume.
-pub fn init_pool_counters(
-    counters: &mut CounterState,
-    index: &Index,
-    allocated: &AllocatedState,
-    pool: usize,
-) {
+pub fn init_pool_counters(counters: &mut CounterState, index: &Index, uses: &[DeviceUse], pool: usize) {
     let p = &index.pools[pool];
     let used = p
         .slices
         .iter()
         .flat_map(|s| s.devices.iter())
-        .map(|&d| index.device(d))
-        .filter(|e| allocated.is_allocated(&e.key))
-        .map(|e| e.device.consumes_counters.as_slice());
+        .filter(|&&d| uses.get(d as usize).is_some_and(DeviceUse::is_allocated))
+        .map(|&d| index.device(d).device.consumes_counters.as_slice());
     counters.init_pool(pool, &p.counter_sets, used);
 }
 
@@ -396,6 +380,19 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
             .map_err(|e| format!("device {}: {e}", entry.key));
     }
     Ok(true)
+}
+
+/// The capacity a request consumes on a device, aligned with the device's `capacity` map (what
+/// a shared allocation adds to the device's consumed capacity).
+pub(super) fn consumption<'x>(
+    rd: &'x ReqData<'_>,
+    entry: &'x crate::index::DeviceEntry,
+) -> impl Iterator<Item = Quantity> + 'x {
+    entry
+        .device
+        .capacity
+        .iter()
+        .map(move |(n, cap)| capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap))
 }
 
 fn all_taints_ok(entry: &crate::index::DeviceEntry, tolerations: &[DeviceToleration]) -> bool {

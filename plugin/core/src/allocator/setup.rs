@@ -16,6 +16,13 @@ use crate::quantity::Quantity;
 
 impl<'a> Allocator<'a> {
     pub(super) fn new(input: &'a Input<'a>) -> Result<Self, String> {
+        // Buffers the previous call of the cycle left (empty); returned when this one ends.
+        let scratch = input
+            .cycle_cache
+            .scratch
+            .try_borrow_mut()
+            .map(|mut s| std::mem::take(&mut *s))
+            .unwrap_or_default();
         let mut a = Allocator {
             input,
             cands: input.candidates.clone(),
@@ -23,12 +30,12 @@ impl<'a> Allocator<'a> {
             selected_sub: FxHashMap::default(),
             constraints: Vec::with_capacity(input.claims.len()),
             results: Vec::with_capacity(input.claims.len()),
-            allocating_devices: Default::default(),
-            allocating_capacity: Default::default(),
-            allocating_affinity: Default::default(),
+            allocating_devices: scratch.allocating_devices,
+            allocating_capacity: scratch.allocating_capacity,
+            allocating_affinity: scratch.allocating_affinity,
             counters: CounterState::default(),
-            order: Vec::new(),
-            notes: Default::default(),
+            order: scratch.order,
+            notes: scratch.notes,
         };
         for (ci, c) in input.claims.iter().enumerate() {
             let mut per_claim = Vec::with_capacity(c.claim.spec.devices.requests.len());
@@ -138,7 +145,8 @@ impl<'a> Allocator<'a> {
         (affinity, cache_key): (Option<&'a [Option<Outcome>]>, Option<CacheKey>),
     ) -> Result<ReqData<'a>, String> {
         let claim = self.input.claims[ci].key;
-        let name = affinity::full_name(request, sub);
+        // Formatted only into an error.
+        let name = affinity::FullName(request, sub);
         if class_name.is_empty() {
             return Err(format!(
                 "claim {claim}, request {name}: missing device class name"

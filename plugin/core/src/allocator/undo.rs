@@ -1,5 +1,6 @@
 //! The undo log: what one tentative device allocation changed, and how to take it back.
 
+use super::search::consumption;
 use super::{Allocator, lookup};
 use crate::index::DevIdx;
 
@@ -36,14 +37,15 @@ impl<'a> Allocator<'a> {
             }
         }
         if undo.capacity {
-            let consumed = self.results[undo.claim]
+            // The chosen result is still last: what it consumed is taken back.
+            let rd = self.results[undo.claim]
                 .last()
-                .and_then(|ch| ch.consumed.as_ref());
+                .map(|ch| &self.reqs[undo.claim][ch.req.0][ch.req.1]);
             if let Some(slot) = self.allocating_capacity.get_mut(&undo.dev)
-                && let Some(c) = consumed
+                && let Some(rd) = rd
             {
-                for (cur, q) in slot.iter_mut().zip(c) {
-                    if let Some(v) = cur.checked_sub(q) {
+                for (cur, q) in slot.iter_mut().zip(consumption(rd, entry)) {
+                    if let Some(v) = cur.checked_sub(&q) {
                         *cur = v;
                     }
                 }

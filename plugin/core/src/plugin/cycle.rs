@@ -41,26 +41,27 @@ impl Cycle {
             .collect()
     }
 
-    /// The allocator's claims for a node, and each one's position in `pending`: a node variant
-    /// with no request left is not allocated there.
+    /// Whether pending claim `n` is allocated on the node: a node variant with no request left
+    /// is not.
+    fn takes_part(variants: &[Option<super::extended::NodeVariant>], n: usize) -> bool {
+        variants
+            .get(n)
+            .and_then(Option::as_ref)
+            .is_none_or(|v| !v.claim.spec.devices.requests.is_empty())
+    }
+
+    /// The allocator's claims for a node ([`Cycle::positions`] gives each one's position in
+    /// `pending`).
     fn claim_inputs<'c>(
         &'c self,
         variants: &'c [Option<super::extended::NodeVariant>],
         trimmed: &'c [Option<ClaimAffinity>],
-    ) -> (Vec<ClaimInput<'c>>, Vec<usize>) {
-        let mut positions = Vec::with_capacity(self.pending.len());
-        let inputs = self
-            .pending
+    ) -> Vec<ClaimInput<'c>> {
+        self.pending
             .iter()
             .enumerate()
-            .filter(|(n, _)| {
-                variants
-                    .get(*n)
-                    .and_then(Option::as_ref)
-                    .is_none_or(|v| !v.claim.spec.devices.requests.is_empty())
-            })
+            .filter(|&(n, _)| Self::takes_part(variants, n))
             .map(|(n, &i)| {
-                positions.push(n);
                 let variant = variants.get(n).and_then(Option::as_ref);
                 ClaimInput {
                     key: &self.claims[i].key,
@@ -72,8 +73,14 @@ impl Cycle {
                     slot: variant.is_none().then_some(n),
                 }
             })
-            .collect();
-        (inputs, positions)
+            .collect()
+    }
+
+    /// The position in `pending` of each of [`Cycle::claim_inputs`].
+    fn positions(&self, variants: &[Option<super::extended::NodeVariant>]) -> Vec<usize> {
+        (0..self.pending.len())
+            .filter(|&n| Self::takes_part(variants, n))
+            .collect()
     }
 }
 
@@ -345,7 +352,7 @@ impl Plugin {
             Vec::new()
         };
         let trimmed = cycle.trimmed_affinity(&variants);
-        let (inputs, _) = cycle.claim_inputs(&variants, &trimmed);
+        let inputs = cycle.claim_inputs(&variants, &trimmed);
         if inputs.is_empty() {
             return NodeResult {
                 status: Status::success(),
@@ -354,7 +361,7 @@ impl Plugin {
                 rank: 0,
             };
         }
-        let locks = self.lock_view(d);
+        let locks = self.lock_table(d, candidates);
         let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
         match allocator::allocate(&input) {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
@@ -381,7 +388,7 @@ impl Plugin {
     fn allocator_input<'a>(
         &'a self,
         (cycle, d): (&'a Cycle, &'a super::Derived),
-        locks: &'a super::Locks<'a>,
+        locks: &'a [Option<crate::affinity::LockState>],
         node: &'a crate::model::Node,
         (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
         claims: &'a [ClaimInput<'a>],
@@ -391,7 +398,7 @@ impl Plugin {
             extractors: &d.extractors,
             cel: &self.cel,
             classes: &self.classes,
-            allocated: &self.allocated,
+            uses: &d.uses,
             locks,
             node,
             pools,
@@ -435,8 +442,9 @@ impl Plugin {
             }
         };
         let trimmed = cycle.trimmed_affinity(&r.variants);
-        let (inputs, positions) = cycle.claim_inputs(&r.variants, &trimmed);
-        let locks = self.lock_view(d);
+        let inputs = cycle.claim_inputs(&r.variants, &trimmed);
+        let positions = cycle.positions(&r.variants);
+        let locks = self.lock_table(d, candidates);
         let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
         let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
         for (cr, n) in results.into_iter().zip(positions) {
@@ -719,7 +727,7 @@ impl Plugin {
                 let fresh = !self.allocated.is_allocated(&entry.key) && counted.insert(ch.dev);
                 if fresh && !entry.device.consumes_counters.is_empty() {
                     if !counters.has_pool(entry.pool) {
-                        allocator::init_pool_counters(&mut counters, &d.index, &self.allocated, entry.pool);
+                        allocator::init_pool_counters(&mut counters, &d.index, &d.uses, entry.pool);
                     }
                     if !counters.try_consume(entry.pool, &entry.device.consumes_counters) {
                         let sets: Vec<&str> = entry

@@ -31,6 +31,30 @@ impl LockSource for Locks<'_> {
     }
 }
 
+impl Plugin {
+    /// The lock-state table with an entry for each of `devices` (computed and cached where
+    /// missing), borrowed for one allocation call: the search reads locks without a clone.
+    pub(super) fn lock_table<'a>(
+        &'a self,
+        d: &'a Derived,
+        devices: &[DevIdx],
+    ) -> std::cell::Ref<'a, Vec<Option<LockState>>> {
+        let missing = {
+            let table = self.locks.borrow();
+            devices
+                .iter()
+                .any(|&x| !matches!(table.get(x as usize), Some(Some(_))))
+        };
+        if missing {
+            let view = self.lock_view(d);
+            for &x in devices {
+                view.lock(x);
+            }
+        }
+        self.locks.borrow()
+    }
+}
+
 impl Locks<'_> {
     fn compute(&self, dev: DevIdx) -> LockState {
         let d = self.derived;
@@ -67,7 +91,10 @@ impl Locks<'_> {
             };
             derived.push(v);
         }
-        affinity::lock_from(derived.iter().map(Option::as_deref))
+        match affinity::lock_from(derived.iter().map(Option::as_deref)) {
+            LockState::Locked(v) => LockState::Locked(d.extractors.intern(v)),
+            other => other,
+        }
     }
 }
 

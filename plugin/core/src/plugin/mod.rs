@@ -89,6 +89,8 @@ struct Derived {
     selector_cache: SelectorCache,
     /// PreFilter's candidate extractors per (class, selectors); cleared on DeviceClass events.
     candidates: cycle::CandidateCache,
+    /// The allocated state per device of `index` (kept in step by [`Plugin::contribute`]).
+    uses: Vec<crate::allocator::DeviceUse>,
 }
 
 /// One claim of the pod in the current cycle.
@@ -161,7 +163,7 @@ struct Reservation {
 pub struct Plugin {
     config: Config,
     cel: CelCache,
-    nodes: BTreeMap<String, Node>,
+    nodes: crate::FxHashMap<String, Node>,
     pods: BTreeMap<String, Pod>,
     classes: crate::FxHashMap<String, DeviceClass>,
     slices: BTreeMap<String, ResourceSlice>,
@@ -202,7 +204,7 @@ impl Plugin {
         Ok(Plugin {
             config: Config::from_json(config_json)?,
             cel: CelCache::new(),
-            nodes: BTreeMap::new(),
+            nodes: crate::FxHashMap::default(),
             pods: BTreeMap::new(),
             classes: crate::FxHashMap::default(),
             slices: BTreeMap::new(),
@@ -452,6 +454,12 @@ impl Plugin {
             } else {
                 bump(&mut self.allocated.dedicated, &dk, add);
             }
+            if let Some(d) = &mut self.derived
+                && let Some(&i) = d.index.by_key.get(&dk)
+                && let Some(slot) = d.uses.get_mut(i as usize)
+            {
+                *slot = self.allocated.device_use(&d.index, i);
+            }
         }
     }
 
@@ -482,6 +490,11 @@ impl Plugin {
                 }
             }
             self.locks.borrow_mut().clear();
+            // The cycle's caches hold values interned by the old extractors
+            // ([`Extractors::same`] compares them by pointer).
+            if let Some(c) = &mut self.cycle {
+                c.cache = Default::default();
+            }
             self.changed_pools.clear();
             self.slices_dirty = false;
             if previous.is_some()
@@ -492,12 +505,14 @@ impl Plugin {
                     Status::error("ResourceSlices changed during the scheduling cycle; run PreFilter again");
                 c.nodes.clear();
             }
+            let uses = self.allocated.uses(&index);
             self.derived = Some(Derived {
                 index,
                 extractors,
                 node_pools: RefCell::new(crate::FxHashMap::default()),
                 selector_cache: SelectorCache::default(),
                 candidates: Default::default(),
+                uses,
             });
         }
         self.derived.as_ref().expect("derived state was just built")
@@ -535,7 +550,9 @@ impl Plugin {
 
     /// Names of all known nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
-        self.nodes.keys().cloned().collect()
+        let mut names: Vec<String> = self.nodes.keys().cloned().collect();
+        names.sort_unstable();
+        names
     }
 
     /// A claim as currently stored (allocated claims include our bound allocations).
