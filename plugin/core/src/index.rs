@@ -648,27 +648,8 @@ mod tests {
         assert_eq!(pools.len(), 1);
         assert_eq!(idx.pools[pools[0].pool].name, "q");
     }
-}
 
-#[cfg(test)]
-mod node_lookup_tests {
-    use super::*;
-    use crate::object::{Object, parse_objects};
-
-    fn index(json: &str) -> Index {
-        let slices: Vec<ResourceSlice> = parse_objects(json)
-            .unwrap()
-            .objects
-            .into_iter()
-            .filter_map(|o| match o {
-                Object::ResourceSlice(s) => Some(*s),
-                _ => None,
-            })
-            .collect();
-        Index::build(&slices)
-    }
-
-    fn slice(name: &str, pool: &str, placement: &str, device: &str) -> String {
+    fn placed_slice(name: &str, pool: &str, placement: &str, device: &str) -> String {
         format!(
             r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{name}"}},
             "spec":{{"driver":"d","pool":{{"name":"{pool}","generation":1,"resourceSliceCount":2}},{placement},
@@ -691,23 +672,23 @@ mod node_lookup_tests {
         let zone_a = r#""nodeSelector":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"zone","operator":"In","values":["a"]}]}]}"#;
         let per_device = r#""perDeviceNodeSelection":true"#;
         let json = [
-            slice("a-1", "a", r#""nodeName":"n1""#, r#"{"name":"x"}"#),
-            slice("a-0", "a", zone_a, r#"{"name":"y"}"#),
-            slice("b-0", "b", r#""allNodes":true"#, r#"{"name":"x"}"#),
-            slice("b-1", "b", r#""nodeName":"n2""#, r#"{"name":"y"}"#),
-            slice(
+            placed_slice("a-1", "a", r#""nodeName":"n1""#, r#"{"name":"x"}"#),
+            placed_slice("a-0", "a", zone_a, r#"{"name":"y"}"#),
+            placed_slice("b-0", "b", r#""allNodes":true"#, r#"{"name":"x"}"#),
+            placed_slice("b-1", "b", r#""nodeName":"n2""#, r#"{"name":"y"}"#),
+            placed_slice(
                 "c-0",
                 "c",
                 r#""nodeName":"n1""#,
                 r#"{"name":"x","bindingConditions":["ready"],"bindingFailureConditions":["failed"]}"#,
             ),
-            slice("c-1", "c", r#""nodeName":"n1""#, r#"{"name":"y"}"#),
-            slice("d-0", "d", per_device, r#"{"name":"x","nodeName":"n2"}"#),
-            slice("d-1", "d", per_device, r#"{"name":"y","allNodes":true}"#),
-            slice("e-0", "e", r#""nodeName":"n1""#, ""),
+            placed_slice("c-1", "c", r#""nodeName":"n1""#, r#"{"name":"y"}"#),
+            placed_slice("d-0", "d", per_device, r#"{"name":"x","nodeName":"n2"}"#),
+            placed_slice("d-1", "d", per_device, r#"{"name":"y","allNodes":true}"#),
+            placed_slice("e-0", "e", r#""nodeName":"n1""#, ""),
         ]
         .join("\n");
-        let idx = index(&json);
+        let idx = Index::build(&slices(&json));
         let listed = |n: &Node| -> Vec<(String, Vec<String>)> {
             idx.pools_for_node(n)
                 .unwrap()
