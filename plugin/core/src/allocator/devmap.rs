@@ -5,57 +5,105 @@
 use crate::index::DevIdx;
 
 /// A small map from device to `V`, in insertion order.
+///
+/// Values taken out by [`DevMap::recycle`] and [`DevMap::clear_recycling`] are kept as spares
+/// that [`DevMap::or_insert_reused`] resets and reuses: a map of vectors then allocates only
+/// until its spares cover the call's largest need, and not again in later calls.
 #[derive(Debug)]
-pub(super) struct DevMap<V>(Vec<(DevIdx, V)>);
+pub(super) struct DevMap<V> {
+    entries: Vec<(DevIdx, V)>,
+    spare: Vec<V>,
+}
 
 impl<V> Default for DevMap<V> {
     fn default() -> Self {
-        DevMap(Vec::new())
+        DevMap {
+            entries: Vec::new(),
+            spare: Vec::new(),
+        }
     }
 }
 
 impl<V> DevMap<V> {
     pub(super) fn get(&self, d: &DevIdx) -> Option<&V> {
-        self.0.iter().find(|(k, _)| k == d).map(|(_, v)| v)
+        self.entries.iter().find(|(k, _)| k == d).map(|(_, v)| v)
     }
 
     pub(super) fn get_mut(&mut self, d: &DevIdx) -> Option<&mut V> {
-        self.0.iter_mut().find(|(k, _)| k == d).map(|(_, v)| v)
+        self.entries.iter_mut().find(|(k, _)| k == d).map(|(_, v)| v)
     }
 
     pub(super) fn contains_key(&self, d: &DevIdx) -> bool {
-        self.0.iter().any(|(k, _)| k == d)
+        self.entries.iter().any(|(k, _)| k == d)
     }
 
     /// Removes every entry; the capacity stays for the next call.
     pub(super) fn clear(&mut self) {
-        self.0.clear();
+        self.entries.clear();
     }
 
     pub(super) fn is_empty(&self) -> bool {
-        self.0.is_empty()
+        self.entries.is_empty()
     }
 
     pub(super) fn remove(&mut self, d: &DevIdx) {
-        if let Some(i) = self.0.iter().position(|(k, _)| k == d) {
-            self.0.swap_remove(i);
+        if let Some(i) = self.entries.iter().position(|(k, _)| k == d) {
+            self.entries.swap_remove(i);
         }
+    }
+
+    /// [`DevMap::remove`], keeping the value as a spare for [`DevMap::or_insert_reused`].
+    pub(super) fn recycle(&mut self, d: &DevIdx) {
+        if let Some(i) = self.entries.iter().position(|(k, _)| k == d) {
+            let (_, v) = self.entries.swap_remove(i);
+            self.spare.push(v);
+        }
+    }
+
+    /// [`DevMap::clear`], keeping the values as spares.
+    pub(super) fn clear_recycling(&mut self) {
+        self.spare.extend(self.entries.drain(..).map(|(_, v)| v));
+    }
+
+    /// The value of `d`; when missing, a spare passed through `reset` (or `make`'s value when
+    /// there is no spare) is inserted.
+    pub(super) fn or_insert_reused(
+        &mut self,
+        d: DevIdx,
+        reset: impl FnOnce(&mut V),
+        make: impl FnOnce() -> V,
+    ) -> &mut V {
+        let i = match self.entries.iter().position(|(k, _)| *k == d) {
+            Some(i) => i,
+            None => {
+                let v = match self.spare.pop() {
+                    Some(mut v) => {
+                        reset(&mut v);
+                        v
+                    }
+                    None => make(),
+                };
+                self.entries.push((d, v));
+                self.entries.len() - 1
+            }
+        };
+        &mut self.entries[i].1
     }
 
     /// The value of `d`, inserted with `make` when missing.
     pub(super) fn or_insert_with(&mut self, d: DevIdx, make: impl FnOnce() -> V) -> &mut V {
-        let i = match self.0.iter().position(|(k, _)| *k == d) {
+        let i = match self.entries.iter().position(|(k, _)| *k == d) {
             Some(i) => i,
             None => {
-                self.0.push((d, make()));
-                self.0.len() - 1
+                self.entries.push((d, make()));
+                self.entries.len() - 1
             }
         };
-        &mut self.0[i].1
+        &mut self.entries[i].1
     }
 
     pub(super) fn iter(&self) -> impl Iterator<Item = (&DevIdx, &V)> {
-        self.0.iter().map(|(k, v)| (k, v))
+        self.entries.iter().map(|(k, v)| (k, v))
     }
 }
 
@@ -82,5 +130,32 @@ mod tests {
         m.or_insert_with(7, || 1);
         m.clear();
         assert!(m.is_empty() && m.get(&7).is_none());
+    }
+
+    /// Recycled values come back reset, are reused before anything new is made, and a map
+    /// with spares still behaves as a map.
+    #[test]
+    fn recycled_values_are_reset_and_reused() {
+        let mut m: DevMap<Vec<u32>> = DevMap::default();
+        let make = || vec![0; 2];
+        let reset = |v: &mut Vec<u32>| {
+            v.clear();
+            v.resize(2, 0);
+        };
+        m.or_insert_reused(1, reset, make)[0] = 5;
+        m.or_insert_reused(2, reset, make)[1] = 6;
+        assert_eq!(m.or_insert_reused(1, reset, || unreachable!("present"))[0], 5);
+        let ptr = m.get(&1).unwrap().as_ptr();
+        m.recycle(&1);
+        assert!(m.get(&1).is_none() && m.contains_key(&2));
+        let v = m.or_insert_reused(3, reset, || unreachable!("a spare exists"));
+        assert_eq!((v.as_slice(), v.as_ptr()), (&[0, 0][..], ptr), "the spare, reset");
+        m.clear_recycling();
+        assert!(m.is_empty());
+        for d in [4, 5] {
+            m.or_insert_reused(d, reset, || unreachable!("two spares"));
+        }
+        assert_eq!(m.get(&4), Some(&vec![0, 0]));
+        assert_eq!(m.get(&5), Some(&vec![0, 0]));
     }
 }

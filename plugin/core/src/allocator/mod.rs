@@ -197,7 +197,8 @@ struct Scratch {
     allocating_devices: DevMap<Vec<usize>>,
     allocating_capacity: DevMap<Vec<Quantity>>,
     allocating_affinity: DevMap<(std::sync::Arc<Values>, usize)>,
-    order: Vec<(ReqPos, std::sync::Arc<[DevIdx]>)>,
+    order: Vec<(ReqPos, order::Order)>,
+    order_buf: Vec<DevIdx>,
     notes: Vec<(DevIdx, affinity::Rejection)>,
 }
 
@@ -451,6 +452,7 @@ struct Allocator<'a> {
     /// Per claim, per request, per subrequest (or one).
     reqs: Vec<Vec<Vec<ReqData<'a>>>>,
     selected_sub: FxHashMap<(usize, usize), usize>,
+    /// Per claim, up to the last claim that has constraints (a claim past the end has none).
     constraints: Vec<Vec<Constraint>>,
     results: Vec<Vec<Chosen>>,
     allocating_devices: DevMap<Vec<usize>>,
@@ -461,7 +463,10 @@ struct Allocator<'a> {
     counters: CounterState,
     /// Persistent candidate order per (claim, request, subrequest), computed on first use (a
     /// call has a few requests: searched linearly).
-    order: Vec<(ReqPos, std::sync::Arc<[DevIdx]>)>,
+    order: Vec<(ReqPos, order::Order)>,
+    /// The devices of the orders that are not the first-fit order itself; grows during the
+    /// call, emptied when it ends.
+    order_buf: Vec<DevIdx>,
     /// Rejected devices and why, formatted only when the call fails.
     notes: Vec<(DevIdx, affinity::Rejection)>,
 }
@@ -472,15 +477,17 @@ impl Drop for Allocator<'_> {
         let Ok(mut s) = self.input.cycle_cache.scratch.try_borrow_mut() else {
             return;
         };
-        self.allocating_devices.clear();
-        self.allocating_capacity.clear();
+        self.allocating_devices.clear_recycling();
+        self.allocating_capacity.clear_recycling();
         self.allocating_affinity.clear();
         self.order.clear();
+        self.order_buf.clear();
         self.notes.clear();
         s.allocating_devices = std::mem::take(&mut self.allocating_devices);
         s.allocating_capacity = std::mem::take(&mut self.allocating_capacity);
         s.allocating_affinity = std::mem::take(&mut self.allocating_affinity);
         s.order = std::mem::take(&mut self.order);
+        s.order_buf = std::mem::take(&mut self.order_buf);
         s.notes = std::mem::take(&mut self.notes);
     }
 }

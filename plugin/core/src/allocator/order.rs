@@ -4,23 +4,52 @@ use super::Allocator;
 use crate::affinity::LockState;
 use crate::index::DevIdx;
 
+/// A candidate order of one request: the node's candidates in first-fit order, or a range of
+/// the call's order buffer ([`Allocator::order_buf`]). Positions in it stay valid for the whole
+/// call: the buffer only grows while the call runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Order {
+    /// [`Allocator::cands`] as they are.
+    Cands,
+    /// `order_buf[start..start + len]`.
+    Buf { start: usize, len: usize },
+}
+
 impl<'a> Allocator<'a> {
     /// Candidate order for a request: devices already locked to the values the request wants come
     /// first (consolidation), persistent locks and this call's tentative locks alike; otherwise
     /// first-fit order.
-    pub(super) fn order_for(&mut self, ci: usize, ri: usize, si: usize) -> std::sync::Arc<[DevIdx]> {
+    pub(super) fn order_for(&mut self, ci: usize, ri: usize, si: usize) -> Order {
         let base = self.persistent_order(ci, ri, si);
         self.with_tentative_joins(ci, ri, si, base)
     }
 
-    /// [`Allocator::order_for`] before this call's tentative locks, cached per request.
-    fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> std::sync::Arc<[DevIdx]> {
-        if let Some((_, o)) = self.order.iter().find(|(k, _)| *k == (ci, ri, si)) {
-            return o.clone();
+    /// The number of devices in an order.
+    pub(super) fn order_len(&self, order: Order) -> usize {
+        match order {
+            Order::Cands => self.cands.len(),
+            Order::Buf { len, .. } => len,
         }
-        let rd = &self.reqs[ci][ri][si];
-        let mut first = Vec::new();
+    }
+
+    /// The device at position `pos` of an order (`pos` below [`Allocator::order_len`]).
+    pub(super) fn order_at(&self, order: Order, pos: usize) -> DevIdx {
+        match order {
+            Order::Cands => self.cands[pos],
+            Order::Buf { start, .. } => self.order_buf[start + pos],
+        }
+    }
+
+    /// [`Allocator::order_for`] before this call's tentative locks, cached per request.
+    fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> Order {
+        if let Some((_, o)) = self.order.iter().find(|(k, _)| *k == (ci, ri, si)) {
+            return *o;
+        }
+        // Taken out while the request's data is borrowed, put back below.
+        let mut buf = std::mem::take(&mut self.order_buf);
+        let start = buf.len();
         if self.input.consolidate && !self.input.extractors.is_empty() {
+            let rd = &self.reqs[ci][ri][si];
             let index = self.input.index;
             for &d in self.cands.iter() {
                 // Only a shared device of an affinity pool that is locked can be joined; check the
@@ -35,28 +64,31 @@ impl<'a> Allocator<'a> {
                         _ => false,
                     };
                 if joined {
-                    first.push(d);
+                    buf.push(d);
                 }
             }
         }
-        // Without a join the order is the first-fit order, shared (no copy).
-        let order: std::sync::Arc<[DevIdx]> = if first.is_empty() {
-            self.cands.clone()
+        let joins = buf.len() - start;
+        // Without a join the order is the first-fit order itself (nothing copied).
+        let order = if joins == 0 {
+            Order::Cands
         } else {
-            // `first` is a subsequence of `cands`: one merge walk leaves it out of the rest.
-            let mut out = Vec::with_capacity(self.cands.len());
-            out.extend_from_slice(&first);
+            // The joins are a subsequence of `cands`: one merge walk appends the rest.
             let mut j = 0;
             for &d in self.cands.iter() {
-                if first.get(j) == Some(&d) {
+                if j < joins && buf[start + j] == d {
                     j += 1;
                 } else {
-                    out.push(d);
+                    buf.push(d);
                 }
             }
-            out.into()
+            Order::Buf {
+                start,
+                len: self.cands.len(),
+            }
         };
-        self.order.push(((ci, ri, si), order.clone()));
+        self.order_buf = buf;
+        self.order.push(((ci, ri, si), order));
         order
     }
 
@@ -66,13 +98,7 @@ impl<'a> Allocator<'a> {
     ///
     /// Locks this request itself set are left out, so the order stays the same for all devices of
     /// the request (the search resumes at a position in it).
-    fn with_tentative_joins(
-        &self,
-        ci: usize,
-        ri: usize,
-        si: usize,
-        base: std::sync::Arc<[DevIdx]>,
-    ) -> std::sync::Arc<[DevIdx]> {
+    fn with_tentative_joins(&mut self, ci: usize, ri: usize, si: usize, base: Order) -> Order {
         if !self.input.consolidate || self.allocating_affinity.is_empty() {
             return base;
         }
@@ -96,18 +122,29 @@ impl<'a> Allocator<'a> {
         }
         // Persistent joins stay first (they lead `base`), then the tentative joins, both in
         // first-fit order, then the rest.
-        let persistent = base
-            .iter()
-            .take_while(|&&d| match self.lock(d) {
+        let len = self.order_len(base);
+        let persistent = (0..len)
+            .take_while(|&pos| match self.lock(self.order_at(base, pos)) {
                 LockState::Locked(l) => {
+                    let d = self.order_at(base, pos);
                     matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
                 }
                 _ => false,
             })
             .count();
-        let mut out: Vec<DevIdx> = base[..persistent].to_vec();
-        out.extend(base[persistent..].iter().copied().filter(|d| joins.contains(d)));
-        out.extend(base[persistent..].iter().copied().filter(|d| !joins.contains(d)));
-        out.into()
+        let start = self.order_buf.len();
+        for pos in 0..persistent {
+            let d = self.order_at(base, pos);
+            self.order_buf.push(d);
+        }
+        for tentative in [true, false] {
+            for pos in persistent..len {
+                let d = self.order_at(base, pos);
+                if joins.contains(&d) == tentative {
+                    self.order_buf.push(d);
+                }
+            }
+        }
+        Order::Buf { start, len }
     }
 }

@@ -146,7 +146,8 @@ impl<'a> Allocator<'a> {
             return done;
         }
         let order = self.order_for(r.claim, r.request, r.sub);
-        for (pos, &d) in order.iter().enumerate().skip(start) {
+        for pos in start..self.order_len(order) {
+            let d = self.order_at(order, pos);
             let admin = self.reqs[r.claim][r.request][r.sub].admin;
             if admin
                 && self
@@ -248,13 +249,17 @@ impl<'a> Allocator<'a> {
         }
         let rd = &self.reqs[r.claim][r.request][r.sub];
         let driver = &index.pools[entry.pool].driver;
-        for i in 0..self.constraints[r.claim].len() {
-            let attr = self.constraints[r.claim][i].attribute().to_string();
-            let added = self.constraints[r.claim][i].add(rd.request, rd.sub, lookup(entry, driver, &attr));
-            if !added {
-                for j in 0..i {
-                    let attr = self.constraints[r.claim][j].attribute().to_string();
-                    self.constraints[r.claim][j].remove(rd.request, rd.sub, lookup(entry, driver, &attr));
+        // Claims without constraints have no entry (see `Allocator::constraints`).
+        let constraints = self
+            .constraints
+            .get_mut(r.claim)
+            .map_or(&mut [][..], Vec::as_mut_slice);
+        for i in 0..constraints.len() {
+            let value = lookup(entry, driver, constraints[i].attribute());
+            if !constraints[i].add(rd.request, rd.sub, value) {
+                for c in &mut constraints[..i] {
+                    let value = lookup(entry, driver, c.attribute());
+                    c.remove(rd.request, rd.sub, value);
                 }
                 if let Some(p) = counters_pool {
                     self.counters.release(p, &entry.device.consumes_counters);
@@ -284,9 +289,15 @@ impl<'a> Allocator<'a> {
         let mut shared = false;
         if ama {
             let caps = &entry.device.capacity;
-            let slot = self
-                .allocating_capacity
-                .or_insert_with(d, || vec![Quantity::from_i64(0); caps.len()]);
+            let zero = || Quantity::from_i64(0);
+            let slot = self.allocating_capacity.or_insert_reused(
+                d,
+                |v| {
+                    v.clear();
+                    v.resize_with(caps.len(), zero);
+                },
+                || vec![zero(); caps.len()],
+            );
             for (cur, q) in slot.iter_mut().zip(consumption(rd, entry)) {
                 if let Some(v) = cur.checked_add(&q) {
                     *cur = v;
@@ -295,7 +306,9 @@ impl<'a> Allocator<'a> {
             undo.capacity = true;
             shared = true;
         } else {
-            self.allocating_devices.or_insert_with(d, Vec::new).push(r.claim);
+            self.allocating_devices
+                .or_insert_reused(d, Vec::clear, Vec::new)
+                .push(r.claim);
         }
         if let Some(w) = &wanted {
             let slot = self.allocating_affinity.or_insert_with(d, || (w.clone(), 0));

@@ -28,13 +28,14 @@ impl<'a> Allocator<'a> {
             cands: input.candidates.clone(),
             reqs: Vec::with_capacity(input.claims.len()),
             selected_sub: FxHashMap::default(),
-            constraints: Vec::with_capacity(input.claims.len()),
+            constraints: Vec::new(),
             results: Vec::with_capacity(input.claims.len()),
             allocating_devices: scratch.allocating_devices,
             allocating_capacity: scratch.allocating_capacity,
             allocating_affinity: scratch.allocating_affinity,
             counters: CounterState::default(),
             order: scratch.order,
+            order_buf: scratch.order_buf,
             notes: scratch.notes,
         };
         for (ci, c) in input.claims.iter().enumerate() {
@@ -120,7 +121,11 @@ impl<'a> Allocator<'a> {
                     }
                 });
             }
-            a.constraints.push(cons);
+            if !cons.is_empty() {
+                // Only up to the last claim with constraints: a pod without any allocates nothing.
+                a.constraints.resize_with(ci, Vec::new);
+                a.constraints.push(cons);
+            }
             a.results.push(Vec::new());
         }
         Ok(a)

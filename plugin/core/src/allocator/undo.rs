@@ -23,9 +23,9 @@ impl<'a> Allocator<'a> {
         let index = self.input.index;
         let entry = index.device(undo.dev);
         let driver = &index.pools[entry.pool].driver;
-        for c in self.constraints[undo.claim].iter_mut() {
-            let attr = c.attribute().to_string();
-            c.remove(undo.request, undo.sub, lookup(entry, driver, &attr));
+        for c in self.constraints.get_mut(undo.claim).into_iter().flatten() {
+            let value = lookup(entry, driver, c.attribute());
+            c.remove(undo.request, undo.sub, value);
         }
         if undo.dedicated
             && let Some(v) = self.allocating_devices.get_mut(&undo.dev)
@@ -33,7 +33,7 @@ impl<'a> Allocator<'a> {
         {
             v.remove(p);
             if v.is_empty() {
-                self.allocating_devices.remove(&undo.dev);
+                self.allocating_devices.recycle(&undo.dev);
             }
         }
         if undo.capacity {
@@ -58,7 +58,7 @@ impl<'a> Allocator<'a> {
                 .filter(|ch| ch.dev == undo.dev)
                 .count();
             if others <= 1 {
-                self.allocating_capacity.remove(&undo.dev);
+                self.allocating_capacity.recycle(&undo.dev);
             }
         }
         if let Some(p) = undo.counters {
