@@ -89,10 +89,16 @@ impl Limits {
         u64::try_from(ticks).map_or(MAX_DEADLINE_TICKS, |t| t.min(MAX_DEADLINE_TICKS))
     }
 
-    /// Sets the engine-level settings: epoch interruption and the wasm stack.
+    /// Sets the engine-level settings: epoch interruption and the wasm stack. With
+    /// `SA_WASM_PERFMAP` set in the environment, wasmtime also writes `/tmp/perf-<pid>.map`, so that
+    /// `perf report` names the guest's functions (for profiling; build the guest with its name
+    /// section, `CARGO_PROFILE_WASM_STRIP=debuginfo`, to see Rust names).
     pub fn configure(&self, config: &mut wasmtime::Config) {
         config.epoch_interruption(true);
         config.max_wasm_stack(self.max_wasm_stack);
+        if std::env::var_os("SA_WASM_PERFMAP").is_some() {
+            config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+        }
     }
 
     /// The memory limiter a store of this instance uses.

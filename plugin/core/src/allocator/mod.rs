@@ -25,6 +25,7 @@ use std::collections::BTreeMap;
 
 use crate::FxHashMap;
 use devmap::DevMap;
+use smallvec::SmallVec;
 
 use crate::affinity::{self, Extractors, LockState, Outcome, Values};
 use crate::cel::CelCache;
@@ -243,7 +244,7 @@ pub enum AllocOutcome {
 /// gets its API results built ([`materialize`]), so Filter neither builds nor drops them.
 #[derive(Clone, Debug)]
 pub struct Allocation {
-    results: Vec<Vec<Chosen>>,
+    results: Results,
     selected_sub: FxHashMap<(usize, usize), usize>,
 }
 
@@ -360,6 +361,15 @@ pub fn materialize(input: &Input<'_>, allocation: &Allocation) -> Result<Vec<Cla
     a.build_results()
 }
 
+/// The devices chosen per claim. Inline up to the common size (a pod with one claim of one or
+/// two devices): a Filter call allocates nothing for them.
+type Results = SmallVec<[SmallVec<[Chosen; 2]>; 1]>;
+
+/// The request data per claim, per request, per subrequest (or one entry when the request has
+/// none). Inline up to the common size (one claim, two requests, no subrequests): a Filter call
+/// allocates nothing for them.
+type Reqs<'a> = SmallVec<[SmallVec<[SmallVec<[ReqData<'a>; 1]>; 2]>; 1]>;
+
 /// (claim, request, subrequest) positions in [`Allocator::reqs`].
 type ReqPos = (usize, usize, usize);
 
@@ -450,11 +460,11 @@ struct Allocator<'a> {
     /// Candidate devices of the node in first-fit order (valid, complete pools only).
     cands: std::sync::Arc<[DevIdx]>,
     /// Per claim, per request, per subrequest (or one).
-    reqs: Vec<Vec<Vec<ReqData<'a>>>>,
+    reqs: Reqs<'a>,
     selected_sub: FxHashMap<(usize, usize), usize>,
     /// Per claim, up to the last claim that has constraints (a claim past the end has none).
     constraints: Vec<Vec<Constraint>>,
-    results: Vec<Vec<Chosen>>,
+    results: Results,
     allocating_devices: DevMap<Vec<usize>>,
     /// Capacity consumed in this call per shared device, aligned with the device's `capacity`
     /// map (no names copied on the search path).

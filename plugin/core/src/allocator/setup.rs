@@ -4,6 +4,7 @@
 use std::collections::BTreeMap;
 
 use crate::FxHashMap;
+use smallvec::SmallVec;
 
 use super::search::selectable;
 use super::{Allocator, CacheKey, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData, ReqSelector};
@@ -26,10 +27,10 @@ impl<'a> Allocator<'a> {
         let mut a = Allocator {
             input,
             cands: input.candidates.clone(),
-            reqs: Vec::with_capacity(input.claims.len()),
+            reqs: SmallVec::with_capacity(input.claims.len()),
             selected_sub: FxHashMap::default(),
             constraints: Vec::new(),
-            results: Vec::with_capacity(input.claims.len()),
+            results: SmallVec::with_capacity(input.claims.len()),
             allocating_devices: scratch.allocating_devices,
             allocating_capacity: scratch.allocating_capacity,
             allocating_affinity: scratch.allocating_affinity,
@@ -39,7 +40,7 @@ impl<'a> Allocator<'a> {
             notes: scratch.notes,
         };
         for (ci, c) in input.claims.iter().enumerate() {
-            let mut per_claim = Vec::with_capacity(c.claim.spec.devices.requests.len());
+            let mut per_claim = SmallVec::with_capacity(c.claim.spec.devices.requests.len());
             // In u64 from the requested counts (not `num_devices`, which saturates at usize::MAX on
             // wasm32), saturating: the limit and its error read the same on every target.
             let mut min_devices = 0u64;
@@ -49,7 +50,7 @@ impl<'a> Allocator<'a> {
                     let slot = u32::try_from(c.slot?).ok()?;
                     Some((slot, u32::try_from(ri).ok()?, u32::try_from(si).ok()?))
                 };
-                let mut per_req = Vec::new();
+                let mut per_req: SmallVec<[ReqData<'a>; 1]> = SmallVec::new();
                 if let Some(ex) = &r.exactly {
                     if !r.first_available.is_empty() {
                         return Err(format!(
@@ -126,7 +127,7 @@ impl<'a> Allocator<'a> {
                 a.constraints.resize_with(ci, Vec::new);
                 a.constraints.push(cons);
             }
-            a.results.push(Vec::new());
+            a.results.push(SmallVec::new());
         }
         Ok(a)
     }

@@ -56,7 +56,7 @@ impl Cycle {
         &'c self,
         variants: &'c [Option<super::extended::NodeVariant>],
         trimmed: &'c [Option<ClaimAffinity>],
-    ) -> Vec<ClaimInput<'c>> {
+    ) -> smallvec::SmallVec<[ClaimInput<'c>; 2]> {
         self.pending
             .iter()
             .enumerate()
@@ -354,6 +354,7 @@ impl Plugin {
         let trimmed = cycle.trimmed_affinity(&variants);
         let inputs = cycle.claim_inputs(&variants, &trimmed);
         if inputs.is_empty() {
+            drop(inputs);
             return NodeResult {
                 status: Status::success(),
                 allocation: None,
@@ -363,7 +364,10 @@ impl Plugin {
         }
         let locks = self.lock_table(d, candidates);
         let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
-        match allocator::allocate(&input) {
+        let outcome = allocator::allocate(&input);
+        // The claims borrow `variants`, which the result keeps.
+        drop(inputs);
+        match outcome {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
                 status: Status::success(),
                 rank: a.rank(&d.index, &d.extractors),
