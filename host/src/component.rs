@@ -136,6 +136,8 @@ struct Cycle {
     pod: String,
     /// Nodes that passed filter in this cycle, in call order.
     feasible: Vec<String>,
+    /// A `prescore` call reached the guest in this cycle.
+    prescored: bool,
 }
 
 /// One plugin instance in wasmtime, driven through [`Engine`].
@@ -373,6 +375,7 @@ impl Engine for ComponentEngine {
             self.cycle = Some(Cycle {
                 pod: pod.to_string(),
                 feasible: Vec::new(),
+                prescored: false,
             });
         }
         status
@@ -392,8 +395,17 @@ impl Engine for ComponentEngine {
     }
 
     fn prescore(&mut self, nodes: &[String]) -> CoreStatus {
-        let nodes = nodes.to_vec();
-        self.call("prescore", |p, s| p.call_prescore(s, &nodes))
+        // `prescore` is optional: without it the guest normalises over every node that passed
+        // `filter` in the cycle. When that is exactly the list given, and no other list was
+        // given in this cycle, the call would only copy every node name into the guest (a third
+        // of a millisecond at 1,000 nodes): it is not made.
+        if let Some(cycle) = &mut self.cycle {
+            if !cycle.prescored && nodes == cycle.feasible.as_slice() {
+                return CoreStatus::success();
+            }
+            cycle.prescored = true;
+        }
+        self.call("prescore", |p, s| p.call_prescore(s, nodes))
             .map(core_status)
             .unwrap_or_else(|trap| trap)
     }

@@ -74,6 +74,10 @@ fn main() {
         "component/memory-limit-trap-is-an-error-status",
         memory_limit_trap,
     ));
+    trials.push(Trial::test(
+        "component/prescore-of-the-filtered-nodes-is-not-copied-a-narrower-one-is",
+        prescore_shortcut,
+    ));
     libtest_mimic::run(&args, trials).exit();
 }
 
@@ -444,5 +448,48 @@ fn structured_and_cel_decide_alike() -> Result<(), Failed> {
     if pairs != 7 {
         return Err(format!("expected 7 pairs, found {pairs}").into());
     }
+    Ok(())
+}
+
+/// The component host leaves out a `prescore` that names exactly the nodes that passed `filter`
+/// (the guest then normalises over the same nodes by itself), but a narrower list reaches the
+/// guest, and so does every list after it in the cycle. Scores match the native engine's.
+fn prescore_shortcut() -> Result<(), Failed> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/large-32-nodes-60-pods");
+    let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
+    let mut native = NativeEngine::new(&config(&dir)?).map_err(|e| format!("{e:#}"))?;
+    let mut component = plugin()?
+        .instantiate(&config(&dir)?, Limits::default())
+        .map_err(|e| format!("{e:#}"))?;
+    let pod = &cluster.pending[0];
+    let mut feasible = Vec::new();
+    for engine in [&mut native as &mut dyn Engine, &mut component] {
+        engine.load(&cluster.objects).map_err(|e| format!("{e:#}"))?;
+        assert!(engine.prefilter(pod).is_success());
+        feasible = cluster
+            .nodes
+            .iter()
+            .filter(|n| engine.filter(n).is_success())
+            .cloned()
+            .collect();
+    }
+    assert!(feasible.len() >= 2, "the test needs two feasible nodes");
+    let scores = |e: &mut dyn Engine, nodes: &[String]| -> Vec<Result<u32, String>> {
+        nodes.iter().map(|n| e.score(n).map_err(|s| s.reason)).collect()
+    };
+    // The whole list: left out, and the same scores as the native engine, which got the call.
+    assert!(native.prescore(&feasible).is_success());
+    assert!(component.prescore(&feasible).is_success());
+    assert_eq!(scores(&mut component, &feasible), scores(&mut native, &feasible));
+    // A narrower list reaches the guest: a node outside it can no longer be scored.
+    let first = &feasible[..1];
+    assert!(component.prescore(first).is_success());
+    let outside = component
+        .score(&feasible[1])
+        .expect_err("a node prescore did not name");
+    assert!(outside.reason.contains("prescore did not name"), "{outside}");
+    // After a narrower list, the whole list is sent again.
+    assert!(component.prescore(&feasible).is_success());
+    assert_eq!(scores(&mut component, &feasible), scores(&mut native, &feasible));
     Ok(())
 }

@@ -310,8 +310,8 @@ pub struct Extractors {
     /// Per group: its first extractor, the one that is evaluated.
     pub groups: Vec<ExtId>,
     applicable: Vec<std::sync::OnceLock<Result<AppSet, String>>>,
-    /// Interned applicable sets ([`Extractors::applicable_set`]).
-    sets: std::cell::RefCell<crate::FxHashMap<Vec<ExtId>, u32>>,
+    /// Interned applicable sets ([`Extractors::applicable_set`]), by their extractors' groups.
+    sets: std::cell::RefCell<crate::FxHashMap<Vec<usize>, u32>>,
     /// Interned affinity values ([`Extractors::intern`]).
     values: std::cell::RefCell<std::collections::HashSet<Arc<Values>, rustc_hash::FxBuildHasher>>,
     /// The interning table reached its limit: some value sets are not interned.
@@ -499,8 +499,11 @@ impl Extractors {
         self.applicable_set(index, cel, dev).map(|(_, ids)| ids)
     }
 
-    /// [`Extractors::applicable`] with the set's interned id: devices to which the same
-    /// extractors apply share the id, so per-cycle caches of what a request wants can key on it.
+    /// [`Extractors::applicable`] with the set's interned id. The id names the sequence of the
+    /// applicable extractors' groups ([`Extractors::group`]): what a request wants on a device
+    /// depends only on the outcomes of those groups, so devices share the id when the same
+    /// groups apply, also across pools whose extractors are equal but distinct (one metadata
+    /// slice per pool), and per-cycle caches of what a request wants key on it.
     pub fn applicable_set(
         &self,
         index: &Index,
@@ -512,7 +515,8 @@ impl Extractors {
                 let ids = self.compute_applicable(index, cel, dev)?;
                 let mut sets = self.sets.borrow_mut();
                 let next = u32::try_from(sets.len()).unwrap_or(u32::MAX);
-                let id = *sets.entry(ids.clone()).or_insert(next);
+                let groups = ids.iter().map(|&id| self.group[id]).collect();
+                let id = *sets.entry(groups).or_insert(next);
                 Ok((id, ids))
             })
             .as_ref()
@@ -843,6 +847,52 @@ pub fn same(a: &Arc<Values>, b: &Arc<Values>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Devices share an applicable-set id exactly when the same extractor groups apply: two
+    /// pools with equal extractors (distinct entries, one per pool) share it, a pool whose
+    /// extractor declares another key does not, and a device no extractor applies to has none.
+    #[test]
+    fn applicable_set_ids_name_extractor_groups_across_pools() {
+        let slice = |pool: &str| {
+            format!(
+                r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{pool}"}},
+                "spec":{{"driver":"d","nodeName":"n-{pool}","pool":{{"name":"{pool}","generation":1,"resourceSliceCount":1}},
+                "devices":[{{"name":"x","allowMultipleAllocations":true}},{{"name":"y","allowMultipleAllocations":true}}]}}}}"#
+            )
+        };
+        let json = ["p", "q", "r", "s"].map(slice).join("\n");
+        let slices: Vec<crate::model::ResourceSlice> = crate::object::parse_objects(&json)
+            .unwrap()
+            .objects
+            .into_iter()
+            .filter_map(|o| match o {
+                crate::object::Object::ResourceSlice(s) => Some(*s),
+                _ => None,
+            })
+            .collect();
+        let index = Index::build(&slices);
+        let config = Config::from_json(
+            r#"{"sharingAffinity":[
+                {"driver":"d","pool":"p","cel":{"subnet":"object.subnet"}},
+                {"driver":"d","pool":"q","cel":{"subnet":"object.subnet"}},
+                {"driver":"d","pool":"r","cel":{"pkey":"object.pkey"}}]}"#,
+        )
+        .unwrap();
+        let cel = CelCache::new();
+        let ex = Extractors::build(&index, &config, &cel);
+        let set = |pool: &str, device: &str| {
+            let d = index.by_key[&crate::index::DeviceKey::new("d", pool, device)];
+            ex.applicable_set(&index, &cel, d)
+                .map(|(id, ids)| (id, ids.to_vec()))
+                .unwrap()
+        };
+        let (p, q, r) = (set("p", "x"), set("q", "y"), set("r", "x"));
+        assert_ne!(p.1, q.1, "one extractor entry per pool");
+        assert_eq!(p.0, q.0, "equal extractors: one set id");
+        assert_eq!(p.0, set("p", "y").0);
+        assert_ne!(p.0, r.0, "another key: another set id");
+        assert!(set("s", "x").1.is_empty(), "pool s has no extractor");
+    }
 
     /// Equal value sets share one allocation while the table has room; past its limit, equal
     /// sets that were not interned still compare equal, and different sets never do.

@@ -248,7 +248,9 @@ impl Plugin {
             claims,
             pending,
             affinity,
-            nodes: crate::FxHashMap::default(),
+            // Sized for a Filter on every node: the map does not grow (and move every node's
+            // result) while the cycle runs.
+            nodes: crate::FxHashMap::with_capacity_and_hasher(self.nodes.len(), Default::default()),
             scoring: None,
             cache: Default::default(),
         })
