@@ -983,10 +983,33 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
 
     assert!(p.prescore(&["n2".into()]).is_success());
     assert_eq!(p.score("n2").unwrap(), 0, "all ranks equal: 0");
+    let err = p.score("n3").unwrap_err();
+    assert!(
+        err.reason.contains("prescore did not name"),
+        "a later PreScore replaces the list: {err}"
+    );
 
     let st = p.prescore(&["n9".into()]);
     assert_eq!(st.code, Code::Error);
     assert!(st.reason.contains("n9, which did not pass filter"), "{st}");
+    assert_eq!(
+        p.score("n2").unwrap(),
+        0,
+        "a failed PreScore keeps the list before it"
+    );
+    assert!(
+        p.score("n3").is_err(),
+        "a failed PreScore keeps the list before it"
+    );
+
+    assert!(p.filter("n2").is_success());
+    assert_eq!(
+        p.score("n2").unwrap(),
+        0,
+        "filtered again: still named by PreScore"
+    );
+    assert!(p.filter("n3").is_success());
+    assert!(p.score("n3").is_err(), "filtered again: still not named");
 
     let mut p = plugin(
         &json!({"consolidate": false, "sharingAffinity": [{"driver": DRIVER, "cel": {"subnet": SUBNET}}]})

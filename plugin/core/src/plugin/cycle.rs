@@ -267,8 +267,15 @@ impl Plugin {
         let result = self.compute(node);
         let status = result.status.clone();
         if let Some(c) = &mut self.cycle {
-            c.nodes.insert(node.to_string(), result);
-            if c.scoring.as_ref().is_some_and(|s| s.nodes.is_none()) {
+            // A node Filtered again keeps its place among the nodes PreScore named.
+            if c.nodes
+                .insert(node.to_string(), result)
+                .is_some_and(|old| old.named)
+                && let Some(r) = c.nodes.get_mut(node)
+            {
+                r.named = true;
+            }
+            if c.scoring.as_ref().is_some_and(|s| !s.named) {
                 c.scoring = None;
             }
         }
@@ -281,6 +288,7 @@ impl Plugin {
             allocation: None,
             variants: Vec::new(),
             rank: 0,
+            named: false,
         };
         let cycle = match self.cycle("filter") {
             Ok(c) => c,
@@ -319,6 +327,7 @@ impl Plugin {
                 allocation: None,
                 variants: Vec::new(),
                 rank: 0,
+                named: false,
             };
         }
         let Some(d) = self.derived.as_ref() else {
@@ -362,6 +371,7 @@ impl Plugin {
                 allocation: None,
                 variants,
                 rank: 0,
+                named: false,
             };
         }
         let locks = self.lock_table(d, candidates);
@@ -373,6 +383,7 @@ impl Plugin {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
                 status: Status::success(),
                 rank: a.rank(&d.index, &d.extractors),
+                named: false,
                 allocation: Some(a),
                 variants,
             },
@@ -476,8 +487,16 @@ impl Plugin {
                 }
             }
         }
+        for r in cycle.nodes.values_mut() {
+            r.named = false;
+        }
+        for n in nodes {
+            if let Some(r) = cycle.nodes.get_mut(n) {
+                r.named = true;
+            }
+        }
         cycle.scoring = Some(Scoring {
-            nodes: Some(nodes.iter().cloned().collect()),
+            named: true,
             min: ranks.iter().copied().min().unwrap_or(0),
             max: ranks.iter().copied().max().unwrap_or(0),
         });
@@ -527,7 +546,7 @@ impl Plugin {
     /// needs no `normalizescore` export (whose upstream host reassigns scores by map order; see
     /// `docs/kswe-dra-extension.md`).
     pub fn score(&mut self, node: &str) -> Result<u32, Status> {
-        let rank = self.passed(node, "score")?.rank;
+        let (rank, named) = self.passed(node, "score").map(|r| (r.rank, r.named))?;
         if !self.config.consolidate {
             return Ok(0);
         }
@@ -539,12 +558,12 @@ impl Plugin {
         let scoring = cycle.scoring.get_or_insert_with(|| {
             let passed = cycle.nodes.values().filter(|r| r.status.is_success());
             Scoring {
-                nodes: None,
+                named: false,
                 min: passed.clone().map(|r| r.rank).min().unwrap_or(0),
                 max: passed.map(|r| r.rank).max().unwrap_or(0),
             }
         });
-        if scoring.nodes.as_ref().is_some_and(|n| !n.contains(node)) {
+        if scoring.named && !named {
             return Err(Status::error(format!(
                 "score for node {node}, which prescore did not name"
             )));

@@ -115,6 +115,8 @@ struct NodeResult {
     variants: Vec<Option<extended::NodeVariant>>,
     /// The node's raw affinity rank ([`Plugin::affinity_rank`]), computed at Filter.
     rank: u32,
+    /// Named by this cycle's PreScore (see [`Scoring::named`]).
+    named: bool,
 }
 
 struct Cycle {
@@ -136,8 +138,9 @@ struct Cycle {
 
 /// See [`Cycle::scoring`].
 struct Scoring {
-    /// The nodes PreScore named; `None`: every node that passed Filter.
-    nodes: Option<HashSet<String>>,
+    /// PreScore named the nodes to normalise over (each marked [`NodeResult::named`]); false:
+    /// every node that passed Filter.
+    named: bool,
     /// Lowest and highest rank among them.
     min: u32,
     max: u32,
