@@ -16,12 +16,7 @@
 use std::path::Path;
 use std::time::Instant;
 
-use sharing_affinity_benches::load_checked;
-use sharing_affinity_host::artifact;
-use sharing_affinity_host::component::{ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
-use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_benches::{engine_named, load_checked};
 use sharing_affinity_host::replay::Cluster;
 
 fn main() {
@@ -30,25 +25,7 @@ fn main() {
         .first()
         .expect("usage: load <cluster.json> [native|component|kswe]");
     let engine_name = args.get(1).map_or("native", String::as_str);
-    let mut engine: Box<dyn Engine> = match engine_name {
-        "native" => Box::new(NativeEngine::new("").expect("native engine")),
-        "component" => {
-            let path = artifact::default_component().expect("building the component");
-            let plugin = ComponentPlugin::from_file(&path).expect("compiling the component");
-            Box::new(
-                plugin
-                    .instantiate("", Limits::default())
-                    .expect("component engine"),
-            )
-        }
-        "kswe" => {
-            let path = artifact::default_kswe_module().expect("building the KSWE guest");
-            let wasm = artifact::read_kswe_module(&path).expect("reading the KSWE guest");
-            let module = KsweModule::new(&wasm).expect("compiling the KSWE guest");
-            Box::new(KsweEngine::from_module(&module, "").expect("KSWE engine"))
-        }
-        other => panic!("engine {other}: expected native, component or kswe"),
-    };
+    let mut engine = engine_named(engine_name, "");
     let mib = |b: Option<u64>| b.map_or("-".to_string(), |b| format!("{:.1} MiB", b as f64 / 1048576.0));
     let start = Instant::now();
     let cluster = Cluster::from_file(Path::new(file)).expect("reading the cluster");

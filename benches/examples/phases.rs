@@ -13,13 +13,9 @@
 
 use std::time::{Duration, Instant};
 
-use sharing_affinity_benches::{cycle, filter_codes, generated, load_checked};
+use sharing_affinity_benches::{cycle, engine_named, filter_codes, generated, load_checked};
 use sharing_affinity_core::Code;
-use sharing_affinity_host::artifact;
-use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
-use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -35,24 +31,7 @@ fn main() {
         if only.as_ref().is_some_and(|o| o != name) {
             continue;
         }
-        let mut engine: Box<dyn Engine> = match name {
-            "native" => Box::new(NativeEngine::new(&g.config).expect("native engine")),
-            "component" => {
-                let path = artifact::default_component().expect("building the component");
-                let plugin = ComponentPlugin::from_file(&path).expect("compiling the component");
-                Box::new(
-                    plugin
-                        .instantiate(&g.config, Limits::default())
-                        .expect("component engine"),
-                )
-            }
-            _ => {
-                let path = artifact::default_kswe_module().expect("building the KSWE guest");
-                let wasm = artifact::read_kswe_module(&path).expect("reading the KSWE guest");
-                let module = KsweModule::new(&wasm).expect("compiling the KSWE guest");
-                Box::new(KsweEngine::from_module(&module, &g.config).expect("KSWE engine"))
-            }
-        };
+        let mut engine = engine_named(name, &g.config);
         load_checked(engine.as_mut(), &g.cluster);
         cycle(engine.as_mut(), &g.pod, &g.cluster.nodes);
         let mut t = [Duration::ZERO; 5];

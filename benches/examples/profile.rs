@@ -14,13 +14,9 @@
 
 use std::time::Instant;
 
-use sharing_affinity_benches::{cycle, filter_codes, generated, load_checked};
+use sharing_affinity_benches::{cycle, engine_named, filter_codes, generated, load_checked};
 use sharing_affinity_core::Code;
-use sharing_affinity_host::artifact;
-use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
-use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -31,25 +27,7 @@ fn main() {
     let rounds: usize = arg(3, "5").parse().expect("rounds: a number");
 
     let g = generated(nodes, devices);
-    let mut engine: Box<dyn Engine> = match engine_name.as_str() {
-        "native" => Box::new(NativeEngine::new(&g.config).expect("native engine")),
-        "component" => {
-            let path = artifact::default_component().expect("building the component");
-            let plugin = ComponentPlugin::from_file(&path).expect("compiling the component");
-            Box::new(
-                plugin
-                    .instantiate(&g.config, Limits::default())
-                    .expect("component engine"),
-            )
-        }
-        "kswe" => {
-            let path = artifact::default_kswe_module().expect("building the KSWE guest");
-            let wasm = artifact::read_kswe_module(&path).expect("reading the KSWE guest");
-            let module = KsweModule::new(&wasm).expect("compiling the KSWE guest");
-            Box::new(KsweEngine::from_module(&module, &g.config).expect("KSWE engine"))
-        }
-        other => panic!("engine {other}: expected native, component or kswe"),
-    };
+    let mut engine = engine_named(&engine_name, &g.config);
     load_checked(engine.as_mut(), &g.cluster);
     cycle(engine.as_mut(), &g.pod, &g.cluster.nodes);
     assert!(engine.prefilter(&g.pod).is_success());

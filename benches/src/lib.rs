@@ -172,6 +172,31 @@ pub fn generated(nodes: usize, devices_per_node: usize) -> Generated {
     }
 }
 
+/// A fresh engine by name (`native`, `component` or `kswe`) with `config`, for the examples;
+/// panics on an unknown name or when a guest cannot be built or compiled.
+pub fn engine_named(name: &str, config: &str) -> Box<dyn Engine> {
+    use sharing_affinity_host::{artifact, component, kswe, native};
+    match name {
+        "native" => Box::new(native::NativeEngine::new(config).expect("native engine")),
+        "component" => {
+            let path = artifact::default_component().expect("building the component");
+            let plugin = component::ComponentPlugin::from_file(&path).expect("compiling the component");
+            Box::new(
+                plugin
+                    .instantiate(config, component::Limits::default())
+                    .expect("component engine"),
+            )
+        }
+        "kswe" => {
+            let path = artifact::default_kswe_module().expect("building the KSWE guest");
+            let wasm = artifact::read_kswe_module(&path).expect("reading the KSWE guest");
+            let module = kswe::KsweModule::new(&wasm).expect("compiling the KSWE guest");
+            Box::new(kswe::KsweEngine::from_module(&module, config).expect("KSWE engine"))
+        }
+        other => panic!("engine {other}: expected native, component or kswe"),
+    }
+}
+
 /// Loads a cluster and panics when an object is rejected.
 pub fn load_checked(engine: &mut dyn Engine, cluster: &Cluster) {
     let rejected = engine.load(&cluster.objects).expect("loading the cluster");
