@@ -25,16 +25,20 @@ impl<V> Default for DevMap<V> {
 }
 
 impl<V> DevMap<V> {
+    fn position(&self, d: &DevIdx) -> Option<usize> {
+        self.entries.iter().position(|(k, _)| k == d)
+    }
+
     pub(super) fn get(&self, d: &DevIdx) -> Option<&V> {
-        self.entries.iter().find(|(k, _)| k == d).map(|(_, v)| v)
+        self.position(d).map(|i| &self.entries[i].1)
     }
 
     pub(super) fn get_mut(&mut self, d: &DevIdx) -> Option<&mut V> {
-        self.entries.iter_mut().find(|(k, _)| k == d).map(|(_, v)| v)
+        self.position(d).map(|i| &mut self.entries[i].1)
     }
 
     pub(super) fn contains_key(&self, d: &DevIdx) -> bool {
-        self.entries.iter().any(|(k, _)| k == d)
+        self.position(d).is_some()
     }
 
     /// Removes every entry; the capacity stays for the next call.
@@ -47,14 +51,14 @@ impl<V> DevMap<V> {
     }
 
     pub(super) fn remove(&mut self, d: &DevIdx) {
-        if let Some(i) = self.entries.iter().position(|(k, _)| k == d) {
+        if let Some(i) = self.position(d) {
             self.entries.swap_remove(i);
         }
     }
 
     /// [`DevMap::remove`], keeping the value as a spare for [`DevMap::or_insert_reused`].
     pub(super) fn recycle(&mut self, d: &DevIdx) {
-        if let Some(i) = self.entries.iter().position(|(k, _)| k == d) {
+        if let Some(i) = self.position(d) {
             let (_, v) = self.entries.swap_remove(i);
             self.spare.push(v);
         }
@@ -73,7 +77,7 @@ impl<V> DevMap<V> {
         reset: impl FnOnce(&mut V),
         make: impl FnOnce() -> V,
     ) -> &mut V {
-        let i = match self.entries.iter().position(|(k, _)| *k == d) {
+        let i = match self.position(&d) {
             Some(i) => i,
             None => {
                 let v = match self.spare.pop() {
@@ -92,7 +96,7 @@ impl<V> DevMap<V> {
 
     /// The value of `d`, inserted with `make` when missing.
     pub(super) fn or_insert_with(&mut self, d: DevIdx, make: impl FnOnce() -> V) -> &mut V {
-        let i = match self.entries.iter().position(|(k, _)| *k == d) {
+        let i = match self.position(&d) {
             Some(i) => i,
             None => {
                 self.entries.push((d, make()));

@@ -116,13 +116,6 @@ impl DeviceUse {
     }
 }
 
-/// Where persistent lock states come from (the plugin's per-device cache). An allocation call
-/// reads them from a filled-in table instead ([`Input::locks`]).
-pub trait LockSource {
-    /// The lock state of a device (affinity pools only).
-    fn lock(&self, dev: DevIdx) -> LockState;
-}
-
 /// Sharing-affinity outcomes of one claim: per request, per subrequest (or one entry when the
 /// request has none), per extractor key-set group ([`Extractors::group`]); `None` for a group
 /// no candidate device of the request has.
@@ -155,8 +148,8 @@ pub struct Input<'a> {
     /// Allocated state per device, by dense index ([`AllocatedState::uses`]; one entry per
     /// device of `index`).
     pub uses: &'a [DeviceUse],
-    /// Persistent lock states by dense device index: an entry for every candidate device (see
-    /// [`LockSource::lock`]).
+    /// Persistent lock states by dense device index (derived from the devices' holders): an
+    /// entry for every candidate device.
     pub locks: &'a [Option<LockState>],
     /// The node.
     pub node: &'a Node,

@@ -124,9 +124,9 @@ impl<'a> Allocator<'a> {
         // first-fit order, then the rest.
         let len = self.order_len(base);
         let persistent = (0..len)
-            .take_while(|&pos| match self.lock(self.order_at(base, pos)) {
+            .map(|pos| self.order_at(base, pos))
+            .take_while(|&d| match self.lock(d) {
                 LockState::Locked(l) => {
-                    let d = self.order_at(base, pos);
                     matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
                 }
                 _ => false,

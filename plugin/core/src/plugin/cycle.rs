@@ -5,7 +5,7 @@ use std::rc::Rc;
 
 use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation, Scoring};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
-use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult, LockSource};
+use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult};
 use crate::cel::CelCache;
 use crate::counters::CounterState;
 use crate::index::{DevIdx, Index};

@@ -4,7 +4,6 @@ use std::collections::BTreeSet;
 
 use super::{Derived, Plugin};
 use crate::affinity::{self, ExtId, Extractors, LockState, Outcome, Values};
-use crate::allocator::LockSource;
 use crate::cel::CelCache;
 use crate::index::DevIdx;
 use crate::model::ResourceClaim;
@@ -15,8 +14,9 @@ pub(super) struct Locks<'a> {
     pub(super) derived: &'a Derived,
 }
 
-impl LockSource for Locks<'_> {
-    fn lock(&self, dev: DevIdx) -> LockState {
+impl Locks<'_> {
+    /// The lock state of a device (affinity pools only), computed once and cached in the plugin.
+    pub(super) fn lock(&self, dev: DevIdx) -> LockState {
         if let Some(Some(l)) = self.plugin.locks.borrow().get(dev as usize) {
             return l.clone();
         }

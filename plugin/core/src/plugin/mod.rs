@@ -22,7 +22,7 @@ use std::cell::RefCell;
 use std::collections::{BTreeMap, HashMap, HashSet};
 
 use crate::affinity::{Config, Extractors, LockState, Values};
-use crate::allocator::{AllocatedState, ClaimAffinity, LockSource, SelectorCache};
+use crate::allocator::{AllocatedState, ClaimAffinity, SelectorCache};
 use crate::cel::CelCache;
 use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
