@@ -28,7 +28,7 @@ use crate::cel::{CelCache, CelObject};
 use crate::constraints::RequestScope;
 use crate::error::Error;
 use crate::index::{DevIdx, Index};
-use crate::model::{DeviceAttribute, DeviceSelector, ResourceClaim, SharingAffinityExtractor};
+use crate::model::{DeviceAttribute, DeviceSelector, Map, ResourceClaim, SharingAffinityExtractor};
 
 /// KEP limit: extractors per metadata slice (and per configuration entry set of one pool).
 pub const MAX_EXTRACTORS: usize = 8;
@@ -86,7 +86,7 @@ pub struct ConfigExtractor {
     #[serde(default)]
     pub selector: Option<DeviceSelector>,
     /// Key → CEL expression over `object`.
-    pub cel: BTreeMap<String, String>,
+    pub cel: Map<String, String>,
 }
 
 impl Config {
@@ -114,7 +114,7 @@ impl Config {
 /// Checks the KEP limits and compiles every expression. The error starts with the field path.
 fn validate_extractor(
     cache: &CelCache,
-    cel: &BTreeMap<String, String>,
+    cel: &Map<String, String>,
     selector: Option<&DeviceSelector>,
 ) -> Result<(), String> {
     if cel.is_empty() {
@@ -161,7 +161,7 @@ pub struct Extractor {
     /// Selector expression, if any.
     pub selector: Option<String>,
     /// Key → expression (for a structured extractor: its one key → [`structured_marker`]).
-    pub keys: BTreeMap<String, String>,
+    pub keys: Map<String, String>,
     /// An implicit extractor of the structured design: reads the structured claim attribute
     /// named by its key, from configs of this driver; applies to the devices that list the key in
     /// `sharingAffinity.attributeKeys`.
@@ -436,7 +436,7 @@ impl Extractors {
                 list.push(Extractor {
                     source: format!("sharingAffinity.attributeKeys {name} of pool {}", pool.id()),
                     selector: None,
-                    keys: BTreeMap::from([(name.clone(), structured_marker(&pool.driver))]),
+                    keys: Map::from([(name.clone(), structured_marker(&pool.driver))]),
                     structured: Some(StructuredKey {
                         driver: pool.driver.clone(),
                         name,
@@ -452,7 +452,7 @@ impl Extractors {
         let applicable = (0..index.devices.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
-        let mut by_keys: std::collections::HashMap<&BTreeMap<String, String>, usize> =
+        let mut by_keys: std::collections::HashMap<&Map<String, String>, usize> =
             std::collections::HashMap::new();
         let mut groups = Vec::new();
         let group = list
@@ -532,6 +532,8 @@ impl Extractors {
         let mut out = Vec::new();
         let mut seen: BTreeMap<&str, &str> = BTreeMap::new();
         let mut cel_applies = None;
+        // Built once for the extractors with selectors, when one has.
+        let mut dev_cel = None;
         for &id in ids {
             let ex = &self.list[id];
             if let Some(sk) = &ex.structured {
@@ -542,7 +544,10 @@ impl Extractors {
                 let sel = cel
                     .selector(expr)
                     .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
-                let dev_cel = entry.cel(&pool.driver)?;
+                let dev_cel = match &dev_cel {
+                    Some(d) => d,
+                    None => dev_cel.insert(entry.cel(&pool.driver)?),
+                };
                 let m = sel
                     .matches(dev_cel)
                     .map_err(|e| format!("{}: selector {expr:?}: {e}", ex.source))?;
@@ -608,14 +613,14 @@ pub enum Outcome {
 
 /// One config object of a claim, as extractors read it.
 pub enum ConfigObject {
-    /// `opaque.parameters`, read by CEL extractors.
-    Opaque(CelObject),
+    /// `opaque.parameters`, read by CEL extractors (or why they could not be read).
+    Opaque(Result<CelObject, String>),
     /// `structured`, read by the implicit structured extractors.
     Structured {
         /// `structured.driver`.
         driver: String,
         /// Attributes by fully qualified name (names without a domain get the driver's).
-        attributes: BTreeMap<String, DeviceAttribute>,
+        attributes: Map<String, DeviceAttribute>,
     },
 }
 
@@ -685,6 +690,13 @@ pub fn extract(
                 if !scope.covers(request, sub) {
                     continue;
                 }
+                let object = match object {
+                    Ok(o) => o,
+                    Err(e) => {
+                        failure.get_or_insert(format!("{}: key {key}: {e}", ex.source));
+                        continue;
+                    }
+                };
                 match program.extract(object) {
                     Ok(v) if v.is_empty() => {}
                     Ok(v) => put(key, v, &mut values)?,
@@ -758,7 +770,12 @@ pub fn claim_objects(claim: &ResourceClaim) -> Vec<(RequestScope, ConfigObject)>
         if let Some(o) = &c.opaque {
             out.push((
                 RequestScope::new(&c.requests),
-                ConfigObject::Opaque(CelObject::new(&o.parameters)),
+                ConfigObject::Opaque(
+                    o.parameters
+                        .value()
+                        .map(|v| CelObject::new(&v))
+                        .map_err(|e| format!("opaque parameters: {e}")),
+                ),
             ));
         }
         if let Some(st) = &c.structured {
@@ -1008,7 +1025,7 @@ mod tests {
         let err =
             Config::from_json(r#"{"sharingAffinity":[{"driver":"","cel":{"a":"\"x\""}}]}"#).unwrap_err();
         assert!(err.to_string().contains("driver"), "{err}");
-        let nine: BTreeMap<String, String> = (0..9).map(|i| (format!("k{i}"), "\"x\"".to_string())).collect();
+        let nine: Map<String, String> = (0..9).map(|i| (format!("k{i}"), "\"x\"".to_string())).collect();
         let doc = serde_json::json!({"sharingAffinity":[{"driver":"d","cel":nine}]}).to_string();
         assert!(
             Config::from_json(&doc)

@@ -24,7 +24,7 @@ use crate::affinity::Config;
 use crate::cel::{CelCache, CelDevice, CelObject};
 use crate::model::{
     AttributeValue, CapacityRequestPolicy, CapacityRequirements, Device, DeviceAllocationResult, DeviceClass,
-    DeviceRequestAllocationResult, DeviceSelector, ResourceClaim, ResourceSlice,
+    DeviceRequestAllocationResult, DeviceSelector, Map, ResourceClaim, ResourceSlice,
 };
 use crate::object::{Object, object_key};
 use crate::quantity::Quantity;
@@ -112,7 +112,7 @@ struct AuditPool<'a> {
     devices: BTreeMap<&'a str, &'a Device>,
     counter_sets: BTreeMap<&'a str, BTreeMap<&'a str, &'a Quantity>>,
     /// Extractors as (source, selector, key → expression).
-    extractors: Vec<(String, Option<&'a DeviceSelector>, &'a BTreeMap<String, String>)>,
+    extractors: Vec<(String, Option<&'a DeviceSelector>, &'a Map<String, String>)>,
 }
 
 /// One allocation result and where it comes from.
@@ -363,7 +363,7 @@ impl<'a> Auditor<'a> {
                     );
                     continue;
                 };
-                if let Some(why) = policy_violation(consumed, cap.request_policy.as_ref()) {
+                if let Some(why) = policy_violation(consumed, cap.request_policy.as_deref()) {
                     self.report(
                         Rule::RequestPolicy,
                         id.to_string(),
@@ -736,7 +736,7 @@ impl<'a> Auditor<'a> {
     fn extract(
         &self,
         h: &Holding<'_>,
-        applicable: &[(&str, &BTreeMap<String, String>)],
+        applicable: &[(&str, &Map<String, String>)],
     ) -> Result<BTreeMap<String, String>, String> {
         let objects: Vec<CelObject> = h
             .claim
@@ -745,8 +745,14 @@ impl<'a> Auditor<'a> {
             .config
             .iter()
             .filter(|c| in_scope(&c.requests, &h.result.request))
-            .filter_map(|c| c.opaque.as_ref().map(|o| CelObject::new(&o.parameters)))
-            .collect();
+            .filter_map(|c| c.opaque.as_ref())
+            .map(|o| {
+                o.parameters
+                    .value()
+                    .map(|v| CelObject::new(&v))
+                    .map_err(|e| format!("opaque parameters: {e}"))
+            })
+            .collect::<Result<_, String>>()?;
         let mut values = BTreeMap::new();
         for (source, keys) in applicable {
             for (key, expr) in *keys {

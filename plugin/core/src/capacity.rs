@@ -30,11 +30,11 @@ use crate::quantity::Quantity;
 /// let q = |s: &str| s.parse().unwrap();
 /// let cap = DeviceCapacity {
 ///     value: q("40Gi"),
-///     request_policy: Some(CapacityRequestPolicy {
+///     request_policy: Some(Box::new(CapacityRequestPolicy {
 ///         default: Some(q("1Gi")),
 ///         valid_values: vec![],
 ///         valid_range: Some(CapacityRequestPolicyRange { min: q("1Gi"), max: None, step: Some(q("2Gi")) }),
-///     }),
+///     })),
 /// };
 /// assert_eq!(consumed_capacity(Some(&q("2Gi")), &cap), q("3Gi")); // 1Gi + 1 step
 /// assert_eq!(consumed_capacity(None, &cap), q("1Gi")); // the default
@@ -181,7 +181,7 @@ mod tests {
     fn cap(value: &str, spec: &str) -> DeviceCapacity {
         DeviceCapacity {
             value: q(value),
-            request_policy: policy(spec),
+            request_policy: policy(spec).map(Box::new),
         }
     }
 
@@ -291,6 +291,6 @@ mod tests {
     fn larger_than_set_then_violates() {
         let c = cap("3", "default=1 values=1,2");
         let got = consumed_capacity(Some(&q("3")), &c);
-        assert!(violates_policy(&got, c.request_policy.as_ref()));
+        assert!(violates_policy(&got, c.request_policy.as_deref()));
     }
 }

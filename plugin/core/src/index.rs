@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use crate::cel::{CelCache, CelDevice};
 use crate::model::{self, AttributeValue, Node, NodeSelector, ResourceSlice, SharingAffinityExtractor};
@@ -71,7 +71,6 @@ pub struct DeviceData {
     pub attributes: Box<[(String, Option<AttributeValue>)]>,
     /// `allowMultipleAllocations`.
     pub allow_multiple: bool,
-    cel: OnceLock<Result<CelDevice, String>>,
 }
 
 impl DeviceData {
@@ -82,35 +81,35 @@ impl DeviceData {
             attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
             allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
             device: Arc::clone(d),
-            cel: OnceLock::new(),
         }
     }
 }
 
 impl DeviceData {
-    /// The device prepared for CEL, built on first use. An attribute with no or several values is
-    /// an error, as upstream's "unsupported attribute value".
-    pub fn cel(&self, driver: &str) -> Result<&CelDevice, String> {
-        self.cel
-            .get_or_init(|| {
-                let mut attrs = BTreeMap::new();
-                for (name, value) in self.attributes.iter() {
-                    match value {
-                        Some(v) => {
-                            attrs.insert(name.clone(), v.clone());
-                        }
-                        None => return Err(format!("attribute {name}: unsupported attribute value")),
-                    }
+    /// The device prepared for CEL. An attribute with no or several values is an error, as
+    /// upstream's "unsupported attribute value".
+    ///
+    /// Built on each call, never kept: selector results are cached per (device, selector) across
+    /// nodes, pods and cycles ([`crate::allocator::SelectorCache`]), so the value is needed only
+    /// when a selector meets a device for the first time, and keeping it cost about 1.6 KB per
+    /// device (most of the index's memory at 40,000 devices). Callers that evaluate several
+    /// expressions on one device build it once for all of them.
+    pub fn cel(&self, driver: &str) -> Result<CelDevice, String> {
+        let mut attrs = BTreeMap::new();
+        for (name, value) in self.attributes.iter() {
+            match value {
+                Some(v) => {
+                    attrs.insert(name.clone(), v.clone());
                 }
-                Ok(CelDevice::new(
-                    driver,
-                    &attrs,
-                    &self.capacity_values(),
-                    self.allow_multiple,
-                ))
-            })
-            .as_ref()
-            .map_err(Clone::clone)
+                None => return Err(format!("attribute {name}: unsupported attribute value")),
+            }
+        }
+        Ok(CelDevice::new(
+            driver,
+            &attrs,
+            &self.capacity_values(),
+            self.allow_multiple,
+        ))
     }
 
     /// Looks up an attribute by fully qualified name, also accepting the short form when the
@@ -211,8 +210,15 @@ fn rule_taints(
     let Some((rules, cel)) = rules else {
         return Ok(out);
     };
+    let device = std::cell::OnceCell::new();
     for rule in rules {
-        if rule.matches((driver, pool, &data.device.name), cel, || data.cel(driver))? {
+        let cel_device = || {
+            device
+                .get_or_init(|| data.cel(driver))
+                .as_ref()
+                .map_err(Clone::clone)
+        };
+        if rule.matches((driver, pool, &data.device.name), cel, cel_device)? {
             out.push(rule.taint.clone());
         }
     }

@@ -23,6 +23,7 @@ pub mod constraints;
 pub mod counters;
 pub mod error;
 pub mod index;
+pub mod map;
 pub mod model;
 pub mod node_selector;
 pub mod object;

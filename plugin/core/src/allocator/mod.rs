@@ -21,8 +21,6 @@ mod undo;
 pub use result::share_id_for;
 pub use search::init_pool_counters;
 
-use std::collections::BTreeMap;
-
 use crate::FxHashMap;
 use devmap::DevMap;
 use smallvec::SmallVec;
@@ -46,7 +44,7 @@ pub struct AllocatedState {
     /// Number of shared allocations per device.
     pub shared: FxHashMap<DeviceKey, usize>,
     /// Capacity consumed per device by shared allocations.
-    pub capacity: FxHashMap<DeviceKey, BTreeMap<String, Quantity>>,
+    pub capacity: FxHashMap<DeviceKey, crate::model::Map<String, Quantity>>,
 }
 
 impl AllocatedState {
@@ -408,7 +406,7 @@ struct ReqData<'a> {
     mode: Mode,
     admin: bool,
     tolerations: &'a [DeviceToleration],
-    capacity: Option<&'a BTreeMap<String, Quantity>>,
+    capacity: Option<&'a crate::model::Map<String, Quantity>>,
     all_devices: Vec<DevIdx>,
     num_devices: usize,
     /// The count asked for (`Exact` mode; 0 for `All`), in u64 whatever the target's usize.

@@ -26,7 +26,7 @@ impl<'a> Allocator<'a> {
         let allocating = self.allocating_capacity.get(&d);
         for (i, (name, cap)) in caps.iter().enumerate() {
             let consumed = capacity::consumed_capacity(rd.capacity.and_then(|r| r.get(name)), cap);
-            if capacity::violates_policy(&consumed, cap.request_policy.as_ref()) {
+            if capacity::violates_policy(&consumed, cap.request_policy.as_deref()) {
                 return Some(false);
             }
             let mut total = consumed;
@@ -354,6 +354,8 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
     let index = input.index;
     let entry = index.device(d);
     let pool = &index.pools[entry.pool];
+    // Built at the first selector whose result is not cached, once for the rest.
+    let mut dev = None;
     for (i, (from_class, compiled)) in rd.selectors.iter().enumerate() {
         let expr = rd.expression(i);
         let owner = || {
@@ -370,9 +372,14 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
         let m = match cached {
             Some(m) => m,
             None => {
-                let dev = entry
-                    .cel(&pool.driver)
-                    .map_err(|e| format!("{}: device {}: {e}", owner(), entry.key))?;
+                let dev = match &dev {
+                    Some(d) => d,
+                    None => dev.insert(
+                        entry
+                            .cel(&pool.driver)
+                            .map_err(|e| format!("{}: device {}: {e}", owner(), entry.key))?,
+                    ),
+                };
                 let m = sel.matches(dev).map_err(|e| {
                     format!(
                         "{}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",

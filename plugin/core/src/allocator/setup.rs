@@ -1,8 +1,6 @@
 //! Preparing an allocation call: per-request data (class, mode, `All` device sets) and the
 //! claim constraints.
 
-use std::collections::BTreeMap;
-
 use crate::FxHashMap;
 use smallvec::SmallVec;
 
@@ -11,8 +9,8 @@ use super::{Allocator, CacheKey, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData, Re
 use crate::affinity::{self, Outcome};
 use crate::constraints::{Constraint, RequestScope};
 use crate::counters::CounterState;
-use crate::model::DeviceClass;
 use crate::model::DeviceToleration;
+use crate::model::{DeviceClass, Map};
 use crate::quantity::Quantity;
 
 impl<'a> Allocator<'a> {
@@ -147,7 +145,7 @@ impl<'a> Allocator<'a> {
         count: Option<i64>,
         admin: bool,
         tolerations: &'a [DeviceToleration],
-        capacity: Option<&'a BTreeMap<String, Quantity>>,
+        capacity: Option<&'a Map<String, Quantity>>,
         (affinity, cache_key): (Option<&'a [Option<Outcome>]>, Option<CacheKey>),
     ) -> Result<ReqData<'a>, String> {
         let claim = self.input.claims[ci].key;

@@ -151,7 +151,7 @@ impl Plugin {
             // A claim another pod reserved is seen with its in-flight allocation.
             let stored = self.inflight.get(&key).or_else(|| self.claims.get(&key));
             let claim = match (stored, &generated) {
-                (Some(c), _) => c.clone(),
+                (Some(c), _) => ResourceClaim::clone(c),
                 (None, Some(template)) => {
                     let tkey = object_key(&ns, template);
                     let t = self.templates.get(&tkey).ok_or_else(|| {
@@ -692,7 +692,7 @@ impl Plugin {
                 claim: cc.key.clone(),
                 allocation: cr.allocation.clone(),
             });
-            self.inflight.insert(cc.key.clone(), claim);
+            self.inflight.insert(cc.key.clone(), Box::new(claim));
         }
         for (k, v) in staged {
             self.known_values.insert(k, v);
@@ -940,7 +940,7 @@ impl Candidates<'_> {
                         all.iter().all(|expr| {
                             self.cel
                                 .selector(expr)
-                                .map_or(true, |sel| sel.matches(dev).unwrap_or(true))
+                                .map_or(true, |sel| sel.matches(&dev).unwrap_or(true))
                         })
                     });
                     if selected && let Ok(ids) = self.extractors.applicable(self.index, self.cel, d) {

@@ -251,7 +251,7 @@ pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
         metadata: ObjectMeta {
             name: claim_name(pod),
             namespace: pod.metadata.namespace.clone(),
-            annotations: BTreeMap::from([(CLAIM_ANNOTATION.to_string(), "true".to_string())]),
+            annotations: crate::model::Map::from([(CLAIM_ANNOTATION.to_string(), "true".to_string())]),
             owner_references: vec![OwnerReference {
                 api_version: "v1".into(),
                 kind: "Pod".into(),
@@ -407,7 +407,7 @@ impl super::Plugin {
                 .unwrap_or_default();
             return Ok(Some(super::CycleClaim {
                 key: key.clone(),
-                claim: claim.clone(),
+                claim: crate::model::ResourceClaim::clone(claim),
                 generated_for: None,
                 extended: mappings,
             }));

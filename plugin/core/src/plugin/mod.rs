@@ -166,23 +166,23 @@ struct Reservation {
 pub struct Plugin {
     config: Config,
     cel: CelCache,
-    nodes: crate::FxHashMap<String, Node>,
-    pods: BTreeMap<String, Pod>,
+    nodes: crate::FxHashMap<String, Box<Node>>,
+    pods: BTreeMap<String, Box<Pod>>,
     classes: crate::FxHashMap<String, DeviceClass>,
-    slices: BTreeMap<String, ResourceSlice>,
-    claims: BTreeMap<String, ResourceClaim>,
+    slices: BTreeMap<String, Box<ResourceSlice>>,
+    claims: BTreeMap<String, Box<ResourceClaim>>,
     templates: BTreeMap<String, ResourceClaimTemplate>,
     /// DeviceTaintRules by name; a change rebuilds the whole slice index.
     taint_rules: BTreeMap<String, DeviceTaintRule>,
     rules_dirty: bool,
     /// Reserved but not yet bound claims (the scheduler's in-flight allocations).
-    inflight: BTreeMap<String, ResourceClaim>,
+    inflight: BTreeMap<String, Box<ResourceClaim>>,
     derived: Option<Derived>,
     /// Slices changed since the index was built, and the pools they belong to.
     slices_dirty: bool,
     changed_pools: HashSet<(String, String)>,
     allocated: AllocatedState,
-    holders: HashMap<DeviceKey, BTreeMap<HolderKey, Holder>>,
+    holders: HashMap<DeviceKey, crate::model::Map<HolderKey, Holder>>,
     /// Affinity values fixed by our own Reserve, per (claim, request, device), with the
     /// fingerprint of the extractors that derived them: no second CEL pass while they stay.
     known_values: HashMap<(HolderKey, DeviceKey), (u64, std::sync::Arc<Values>)>,
@@ -269,13 +269,13 @@ impl Plugin {
         let key = object.key();
         match object {
             Object::Node(n) => {
-                self.nodes.insert(key.clone(), *n);
+                self.nodes.insert(key.clone(), n);
                 if let Some(d) = &self.derived {
                     d.node_pools.borrow_mut().remove(&key);
                 }
             }
             Object::Pod(p) => {
-                self.pods.insert(key, *p);
+                self.pods.insert(key, p);
             }
             Object::DeviceClass(c) => {
                 self.classes.insert(key, *c);
@@ -288,7 +288,7 @@ impl Plugin {
             Object::ResourceSlice(s) => {
                 self.changed_pools
                     .insert((s.spec.driver.clone(), s.spec.pool.name.clone()));
-                if let Some(old) = self.slices.insert(key, *s) {
+                if let Some(old) = self.slices.insert(key, s) {
                     self.changed_pools.insert((old.spec.driver, old.spec.pool.name));
                 }
                 self.slices_dirty = true;
@@ -300,7 +300,7 @@ impl Plugin {
                 if self.inflight.contains_key(&key) {
                     // In flight (reserved, not yet bound): the event updates the stored object
                     // only. The in-flight copy alone contributes until Bind or Unreserve.
-                    self.claims.insert(key, *c);
+                    self.claims.insert(key, c);
                     return;
                 }
                 if self.is_stale(&key, &c) {
@@ -311,7 +311,7 @@ impl Plugin {
                     self.contribute(&key, &old, false);
                 }
                 self.contribute(&key, &c, true);
-                self.claims.insert(key, *c);
+                self.claims.insert(key, c);
             }
         }
     }
@@ -422,7 +422,10 @@ impl Plugin {
                 if let Some(c) = &r.consumed_capacity {
                     let slot = self.allocated.capacity.entry(dk.clone()).or_default();
                     for (n, q) in c {
-                        let cur = slot.entry(n.clone()).or_insert_with(|| Quantity::from_i64(0));
+                        if slot.get(n).is_none() {
+                            slot.insert(n.clone(), Quantity::from_i64(0));
+                        }
+                        let Some(cur) = slot.get_mut(n) else { continue };
                         let next = if add {
                             cur.checked_add(q)
                         } else {
@@ -480,7 +483,7 @@ impl Plugin {
             // Changed rules can change the taints of any device: nothing is reused.
             let reuse = previous.as_ref().filter(|_| !self.rules_dirty).map(|d| &d.index);
             let index = Index::rebuild_with_rules(
-                self.slices.values(),
+                self.slices.values().map(|s| &**s),
                 reuse,
                 &self.changed_pools,
                 Some((&rules, &self.cel)),
@@ -560,7 +563,7 @@ impl Plugin {
 
     /// A claim as currently stored (allocated claims include our bound allocations).
     pub fn claim(&self, key: &str) -> Option<&ResourceClaim> {
-        self.claims.get(key)
+        self.claims.get(key).map(|c| &**c)
     }
 
     /// Warnings about the cluster's sharing-affinity set-up since the last call (each given once),
@@ -577,7 +580,7 @@ impl Plugin {
 
     /// A pod as currently stored.
     pub fn pod(&self, key: &str) -> Option<&Pod> {
-        self.pods.get(key)
+        self.pods.get(key).map(|p| &**p)
     }
 }
 

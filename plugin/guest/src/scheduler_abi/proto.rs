@@ -346,8 +346,8 @@ fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, Co
         generation: Some(meta.generation.unwrap_or(0)),
         creation_timestamp: Some(creation),
         deletion_timestamp: deletion,
-        labels: meta.labels.clone(),
-        annotations: meta.annotations.clone(),
+        labels: string_map_to_proto(&meta.labels),
+        annotations: string_map_to_proto(&meta.annotations),
         owner_references: meta
             .owner_references
             .iter()
@@ -362,8 +362,12 @@ fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, Co
     })
 }
 
+fn string_map_to_proto(map: &model::Map<String, String>) -> BTreeMap<String, String> {
+    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+}
+
 fn quantities_to_proto(
-    map: &BTreeMap<String, sharing_affinity_core::quantity::Quantity>,
+    map: &model::Map<String, sharing_affinity_core::quantity::Quantity>,
 ) -> BTreeMap<String, Quantity> {
     map.iter()
         .map(|(k, v)| {
@@ -382,7 +386,7 @@ fn quantities_to_proto(
 /// and `node`, never their resources, so nothing decides on it).
 fn quantities_from_proto(
     map: BTreeMap<String, Quantity>,
-) -> BTreeMap<String, sharing_affinity_core::quantity::Quantity> {
+) -> model::Map<String, sharing_affinity_core::quantity::Quantity> {
     map.into_iter()
         .filter_map(|(k, v)| Some((k, v.string?.parse().ok()?)))
         .collect()
@@ -510,8 +514,8 @@ fn meta_from_proto(meta: ObjectMeta) -> model::ObjectMeta {
         name: meta.name.unwrap_or_default(),
         namespace: meta.namespace.unwrap_or_default(),
         uid: meta.uid.unwrap_or_default(),
-        labels: meta.labels,
-        annotations: meta.annotations,
+        labels: meta.labels.into_iter().collect(),
+        annotations: meta.annotations.into_iter().collect(),
         // Go's zero time (an empty message) marshals to JSON null: leave the field unset.
         creation_timestamp: meta
             .creation_timestamp
