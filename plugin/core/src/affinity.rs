@@ -718,29 +718,15 @@ pub fn extract(
 
 /// The string of a structured attribute, or the kind of value it holds instead.
 fn structured_string(attr: &DeviceAttribute) -> Result<&str, &'static str> {
-    let set = [
-        attr.int.is_some(),
-        attr.bool.is_some(),
-        attr.string.is_some(),
-        attr.version.is_some(),
-        attr.ints.is_some(),
-        attr.bools.is_some(),
-        attr.strings.is_some(),
-        attr.versions.is_some(),
-    ];
-    match (set.iter().filter(|b| **b).count(), &attr.string) {
-        (1, Some(s)) => Ok(s),
-        (0, _) => Err("empty (no value set)"),
-        (1, _) => Err(if attr.int.is_some() {
-            "an int"
-        } else if attr.bool.is_some() {
-            "a bool"
-        } else if attr.version.is_some() {
-            "a version"
-        } else {
-            "a list"
-        }),
-        _ => Err("several values"),
+    use crate::model::AttributeValue as V;
+    match attr {
+        DeviceAttribute::Valid(V::String(s)) => Ok(s),
+        DeviceAttribute::Valid(V::Int(_)) => Err("an int"),
+        DeviceAttribute::Valid(V::Bool(_)) => Err("a bool"),
+        DeviceAttribute::Valid(V::Version(_)) => Err("a version"),
+        DeviceAttribute::Valid(_) => Err("a list"),
+        DeviceAttribute::Invalid(f) if *f.as_ref() == Default::default() => Err("empty (no value set)"),
+        DeviceAttribute::Invalid(_) => Err("several values"),
     }
 }
 

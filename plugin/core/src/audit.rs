@@ -819,8 +819,8 @@ fn extract_structured(
                 if qualified != *key {
                     continue;
                 }
-                let v = match (&attr.string, attr.int, attr.bool, &attr.version) {
-                    (Some(v), None, None, None) => v.as_str(),
+                let v = match attr.as_value() {
+                    Some(crate::model::AttributeValue::String(v)) => v.as_str(),
                     _ => return Err(format!("structured attribute {key} is not a string")),
                 };
                 if v.is_empty() {

@@ -65,10 +65,6 @@ pub struct DeviceData {
     /// The API object, shared with the stored ResourceSlice (or, for a device DeviceTaintRules
     /// taint, a copy with those taints).
     pub device: Arc<model::Device>,
-    /// Attributes by their name as written, typed; `None` for an invalid (empty or multi-valued)
-    /// one. Sorted by name (a slice, not a map: a small `BTreeMap` allocates a whole B-tree leaf,
-    /// which at 40,000 devices is tens of MiB).
-    pub attributes: Box<[(String, Option<AttributeValue>)]>,
     /// `allowMultipleAllocations`.
     pub allow_multiple: bool,
 }
@@ -78,7 +74,6 @@ impl DeviceData {
         DeviceData {
             key,
             // The model's map iterates in name order: the slice is sorted.
-            attributes: d.attributes.iter().map(|(k, v)| (k.clone(), v.value())).collect(),
             allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
             device: Arc::clone(d),
         }
@@ -96,8 +91,8 @@ impl DeviceData {
     /// expressions on one device build it once for all of them.
     pub fn cel(&self, driver: &str) -> Result<CelDevice, String> {
         let mut attrs = BTreeMap::new();
-        for (name, value) in self.attributes.iter() {
-            match value {
+        for (name, value) in self.device.attributes.iter() {
+            match value.as_value() {
                 Some(v) => {
                     attrs.insert(name.clone(), v.clone());
                 }
@@ -115,23 +110,15 @@ impl DeviceData {
     /// Looks up an attribute by fully qualified name, also accepting the short form when the
     /// domain is the driver's (upstream `lookupAttribute`). `Err` for an invalid attribute value.
     pub fn lookup_attribute(&self, driver: &str, name: &str) -> Option<Result<&AttributeValue, ()>> {
-        if let Some(v) = self.attribute(name) {
-            return Some(v.as_ref().ok_or(()));
+        let attributes = &self.device.attributes;
+        if let Some(v) = attributes.get(name) {
+            return Some(v.as_value().ok_or(()));
         }
         let (domain, id) = name.split_once('/')?;
         if domain != driver {
             return None;
         }
-        self.attribute(id).map(|v| v.as_ref().ok_or(()))
-    }
-
-    /// The attribute named exactly `name`.
-    fn attribute(&self, name: &str) -> Option<&Option<AttributeValue>> {
-        let i = self
-            .attributes
-            .binary_search_by(|(k, _)| k.as_str().cmp(name))
-            .ok()?;
-        Some(&self.attributes[i].1)
+        attributes.get(id).map(|v| v.as_value().ok_or(()))
     }
 
     /// Capacity values by name (the CEL input's `device.capacity`).

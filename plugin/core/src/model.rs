@@ -434,10 +434,24 @@ pub struct StructuredDeviceConfiguration {
     pub attributes: Map<String, DeviceAttribute>,
 }
 
-/// `DeviceAttribute`: a one-of of scalar and list values.
+/// `DeviceAttribute`: a one-of of scalar and list values, stored as the typed value when exactly
+/// one member is set (as API validation requires), and as written otherwise, so that an invalid
+/// attribute is reported (upstream: "unsupported attribute value") and written back unchanged.
+/// The typed form is about a fifth of the eight optional members' size: at 40,000 devices with
+/// four attributes each, that was about 12 MiB of guest memory.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(from = "AttributeFields")]
+pub enum DeviceAttribute {
+    /// Exactly one member set.
+    Valid(AttributeValue),
+    /// No member, or several, set.
+    Invalid(Box<AttributeFields>),
+}
+
+/// The members of a `DeviceAttribute` as written.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct DeviceAttribute {
+pub struct AttributeFields {
     /// Integer value.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub int: Option<i64>,
@@ -462,6 +476,59 @@ pub struct DeviceAttribute {
     /// List of versions.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub versions: Option<Vec<String>>,
+}
+
+impl From<AttributeFields> for DeviceAttribute {
+    fn from(f: AttributeFields) -> Self {
+        let set = [
+            f.int.is_some(),
+            f.bool.is_some(),
+            f.string.is_some(),
+            f.version.is_some(),
+            f.ints.is_some(),
+            f.bools.is_some(),
+            f.strings.is_some(),
+            f.versions.is_some(),
+        ];
+        if set.iter().filter(|b| **b).count() != 1 {
+            return DeviceAttribute::Invalid(Box::new(f));
+        }
+        DeviceAttribute::Valid(match f {
+            AttributeFields { int: Some(v), .. } => AttributeValue::Int(v),
+            AttributeFields { bool: Some(v), .. } => AttributeValue::Bool(v),
+            AttributeFields { string: Some(v), .. } => AttributeValue::String(v),
+            AttributeFields { version: Some(v), .. } => AttributeValue::Version(v),
+            AttributeFields { ints: Some(v), .. } => AttributeValue::Ints(v),
+            AttributeFields { bools: Some(v), .. } => AttributeValue::Bools(v),
+            AttributeFields { strings: Some(v), .. } => AttributeValue::Strings(v),
+            AttributeFields {
+                versions: Some(v), ..
+            } => AttributeValue::Versions(v),
+            AttributeFields { .. } => unreachable!("counted exactly one member set"),
+        })
+    }
+}
+
+impl Serialize for DeviceAttribute {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let value = match self {
+            DeviceAttribute::Valid(value) => value,
+            DeviceAttribute::Invalid(fields) => return fields.serialize(serializer),
+        };
+        let mut map = serializer.serialize_map(Some(1))?;
+        match value {
+            AttributeValue::Int(v) => map.serialize_entry("int", v)?,
+            AttributeValue::Bool(v) => map.serialize_entry("bool", v)?,
+            AttributeValue::String(v) => map.serialize_entry("string", v)?,
+            AttributeValue::Version(v) => map.serialize_entry("version", v)?,
+            AttributeValue::Ints(v) => map.serialize_entry("ints", v)?,
+            AttributeValue::Bools(v) => map.serialize_entry("bools", v)?,
+            AttributeValue::Strings(v) => map.serialize_entry("strings", v)?,
+            AttributeValue::Versions(v) => map.serialize_entry("versions", v)?,
+        }
+        map.end()
+    }
 }
 
 /// A typed attribute value: the one member of a [`DeviceAttribute`] that is set.
@@ -489,32 +556,15 @@ impl DeviceAttribute {
     /// The one value that is set, or `None` when zero or several members are set
     /// (upstream: "unsupported attribute value").
     pub fn value(&self) -> Option<AttributeValue> {
-        let mut out = Vec::with_capacity(1);
-        if let Some(v) = self.int {
-            out.push(AttributeValue::Int(v));
+        self.as_value().cloned()
+    }
+
+    /// [`DeviceAttribute::value`] without a copy.
+    pub fn as_value(&self) -> Option<&AttributeValue> {
+        match self {
+            DeviceAttribute::Valid(v) => Some(v),
+            DeviceAttribute::Invalid(_) => None,
         }
-        if let Some(v) = self.bool {
-            out.push(AttributeValue::Bool(v));
-        }
-        if let Some(v) = &self.string {
-            out.push(AttributeValue::String(v.clone()));
-        }
-        if let Some(v) = &self.version {
-            out.push(AttributeValue::Version(v.clone()));
-        }
-        if let Some(v) = &self.ints {
-            out.push(AttributeValue::Ints(v.clone()));
-        }
-        if let Some(v) = &self.bools {
-            out.push(AttributeValue::Bools(v.clone()));
-        }
-        if let Some(v) = &self.strings {
-            out.push(AttributeValue::Strings(v.clone()));
-        }
-        if let Some(v) = &self.versions {
-            out.push(AttributeValue::Versions(v.clone()));
-        }
-        if out.len() == 1 { out.pop() } else { None }
     }
 }
 
@@ -1084,7 +1134,46 @@ mod shared_devices {
 
 #[cfg(test)]
 mod tests {
-    use super::{OpaqueDeviceConfiguration, Parameters};
+    use super::{AttributeValue, DeviceAttribute, OpaqueDeviceConfiguration, Parameters};
+
+    /// An attribute with exactly one member is stored typed; one with none or several is kept as
+    /// written (and has no value); both write back what was read.
+    #[test]
+    fn device_attributes_are_typed_when_valid_and_kept_as_written_otherwise() {
+        let cases = [
+            (r#"{"int":7}"#, Some(AttributeValue::Int(7))),
+            (r#"{"bool":false}"#, Some(AttributeValue::Bool(false))),
+            (r#"{"string":"a"}"#, Some(AttributeValue::String("a".into()))),
+            (
+                r#"{"version":"1.2.3"}"#,
+                Some(AttributeValue::Version("1.2.3".into())),
+            ),
+            (r#"{"ints":[1,2]}"#, Some(AttributeValue::Ints(vec![1, 2]))),
+            (r#"{"bools":[true]}"#, Some(AttributeValue::Bools(vec![true]))),
+            (
+                r#"{"strings":["x"]}"#,
+                Some(AttributeValue::Strings(vec!["x".into()])),
+            ),
+            (
+                r#"{"versions":["1.0.0"]}"#,
+                Some(AttributeValue::Versions(vec!["1.0.0".into()])),
+            ),
+            (r#"{}"#, None),
+            (r#"{"int":1,"string":"a"}"#, None),
+        ];
+        for (text, want) in cases {
+            let attr: DeviceAttribute = serde_json::from_str(text).unwrap();
+            assert_eq!(attr.value(), want, "{text}");
+            assert_eq!(
+                matches!(attr, DeviceAttribute::Valid(_)),
+                want.is_some(),
+                "{text}"
+            );
+            assert_eq!(serde_json::to_string(&attr).unwrap(), text);
+        }
+        let bad = serde_json::from_str::<DeviceAttribute>(r#"{"int":"seven"}"#).unwrap_err();
+        assert!(bad.to_string().contains("invalid type"), "{bad}");
+    }
 
     /// Opaque parameters keep the text that serialising the parsed value gives (compact, keys
     /// sorted), from text and from a `Value` alike, so stored claims write back what they did when
