@@ -93,6 +93,27 @@ fn unknown_pod_and_out_of_order_calls_are_errors() {
     assert!(err.reason.contains("pod default/ghost"), "{}", err.reason);
 }
 
+/// Pods bound to a node are not kept (the scheduler never schedules them): an event that binds a
+/// stored pod drops it, and its PreFilter says why.
+#[test]
+fn bound_pods_are_not_kept() {
+    let mut objects = base();
+    let mut bound = pod("b", &[], "2026-01-01T00:00:00Z");
+    bound["spec"]["nodeName"] = json!(NODE);
+    objects.push(bound.clone());
+    objects.push(pod("p", &[], "2026-01-01T00:00:00Z"));
+    let mut p = plugin("", &objects);
+    assert!(p.pod("default/b").is_none());
+    let status = p.prefilter("default/b");
+    assert_eq!(status.code, Code::Error);
+    assert!(status.reason.contains("bound to a node"), "{}", status.reason);
+    assert!(p.pod("default/p").is_some());
+    let mut now_bound = pod("p", &[], "2026-01-01T00:00:00Z");
+    now_bound["spec"]["nodeName"] = json!(NODE);
+    p.apply(EventKind::Update, &now_bound.to_string()).unwrap();
+    assert!(p.pod("default/p").is_none());
+}
+
 #[test]
 fn pod_without_claims_passes_every_node() {
     let mut objects = base();

@@ -119,7 +119,11 @@ impl Plugin {
         let pod = self
             .pods
             .get(pod_key)
-            .ok_or_else(|| Status::error(format!("pod {pod_key} not found")))?
+            .ok_or_else(|| {
+                Status::error(format!(
+                    "pod {pod_key} not found (or bound to a node: only pods without spec.nodeName are scheduled)"
+                ))
+            })?
             .clone();
         let ns = pod.metadata.namespace.clone();
         let mut claims = Vec::new();

@@ -167,6 +167,7 @@ pub struct Plugin {
     config: Config,
     cel: CelCache,
     nodes: crate::FxHashMap<String, Box<Node>>,
+    /// Pods not bound to a node (see [`Plugin::upsert`]), and the pods our Bind bound.
     pods: BTreeMap<String, Box<Pod>>,
     classes: crate::FxHashMap<String, DeviceClass>,
     slices: BTreeMap<String, Box<ResourceSlice>>,
@@ -275,7 +276,15 @@ impl Plugin {
                 }
             }
             Object::Pod(p) => {
-                self.pods.insert(key, p);
+                // Only pods that can still be scheduled are kept: the plugin reads a pod at its
+                // PreFilter, Reserve and Bind, never a pod bound to a node (kube-scheduler does
+                // not schedule those), and at 20,000 running pods keeping them all cost about
+                // 20 MiB of guest memory. A pod our Bind bound stays until its next event.
+                if p.spec.node_name.is_empty() {
+                    self.pods.insert(key, p);
+                } else {
+                    self.pods.remove(&key);
+                }
             }
             Object::DeviceClass(c) => {
                 self.classes.insert(key, *c);
@@ -578,7 +587,8 @@ impl Plugin {
         self.reservations.get(pod).map(|r| r.node.as_str())
     }
 
-    /// A pod as currently stored.
+    /// A pod as currently stored: one not bound to a node, or one our Bind bound (until its
+    /// next event).
     pub fn pod(&self, key: &str) -> Option<&Pod> {
         self.pods.get(key).map(|p| &**p)
     }
