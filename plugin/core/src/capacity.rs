@@ -30,10 +30,10 @@ use crate::quantity::Quantity;
 /// let q = |s: &str| s.parse().unwrap();
 /// let cap = DeviceCapacity {
 ///     value: q("40Gi"),
-///     request_policy: Some(Box::new(CapacityRequestPolicy {
+///     request_policy: Some(std::sync::Arc::new(CapacityRequestPolicy {
 ///         default: Some(q("1Gi")),
 ///         valid_values: vec![],
-///         valid_range: Some(CapacityRequestPolicyRange { min: q("1Gi"), max: None, step: Some(q("2Gi")) }),
+///         valid_range: Some(Box::new(CapacityRequestPolicyRange { min: q("1Gi"), max: None, step: Some(q("2Gi")) })),
 ///     })),
 /// };
 /// assert_eq!(consumed_capacity(Some(&q("2Gi")), &cap), q("3Gi")); // 1Gi + 1 step
@@ -173,7 +173,7 @@ mod tests {
             }
         }
         if let Some(min) = min {
-            p.valid_range = Some(CapacityRequestPolicyRange { min, max, step });
+            p.valid_range = Some(Box::new(CapacityRequestPolicyRange { min, max, step }));
         }
         Some(p)
     }
@@ -181,7 +181,7 @@ mod tests {
     fn cap(value: &str, spec: &str) -> DeviceCapacity {
         DeviceCapacity {
             value: q(value),
-            request_policy: policy(spec).map(Box::new),
+            request_policy: policy(spec).map(std::sync::Arc::new),
         }
     }
 

@@ -576,7 +576,7 @@ pub struct DeviceCapacity {
     pub value: Quantity,
     /// How requests for this capacity are rounded and validated (multi-allocatable devices only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub request_policy: Option<Box<CapacityRequestPolicy>>,
+    pub request_policy: Option<Arc<CapacityRequestPolicy>>,
 }
 
 /// `CapacityRequestPolicy`.
@@ -589,9 +589,9 @@ pub struct CapacityRequestPolicy {
     /// Allowed values, ascending.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub valid_values: Vec<Quantity>,
-    /// Allowed range.
+    /// Allowed range (boxed: three quantities that most policies do not set).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub valid_range: Option<CapacityRequestPolicyRange>,
+    pub valid_range: Option<Box<CapacityRequestPolicyRange>>,
 }
 
 /// `CapacityRequestPolicyRange`.
@@ -1121,20 +1121,64 @@ mod shared_devices {
 
     use serde::{Deserialize, Deserializer, Serializer};
 
-    use super::Device;
+    use super::{CapacityRequestPolicy, Device};
 
     pub fn serialize<S: Serializer>(devices: &[Arc<Device>], s: S) -> Result<S::Ok, S::Error> {
         s.collect_seq(devices.iter().map(|d| &**d))
     }
 
+    /// Decodes the devices; equal capacity request policies within the slice share one
+    /// allocation (a driver usually publishes the same policy for every device of a slice).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arc<Device>>, D::Error> {
-        Ok(Vec::<Device>::deserialize(d)?.into_iter().map(Arc::new).collect())
+        let mut devices = Vec::<Device>::deserialize(d)?;
+        let mut distinct: Vec<Arc<CapacityRequestPolicy>> = Vec::new();
+        for policy in devices
+            .iter_mut()
+            .flat_map(|d| d.capacity.values_mut())
+            .filter_map(|c| c.request_policy.as_mut())
+        {
+            match distinct.iter().find(|p| **p == *policy) {
+                Some(p) => *policy = Arc::clone(p),
+                None if distinct.len() < MAX_DISTINCT => distinct.push(Arc::clone(policy)),
+                None => {}
+            }
+        }
+        Ok(devices.into_iter().map(Arc::new).collect())
     }
+
+    /// Distinct policies compared per slice: bounds the comparisons for a slice whose devices all
+    /// differ.
+    const MAX_DISTINCT: usize = 8;
 }
 
 #[cfg(test)]
 mod tests {
     use super::{AttributeValue, DeviceAttribute, OpaqueDeviceConfiguration, Parameters};
+
+    /// Equal request policies of one slice's devices share one allocation; a different one does
+    /// not, and the slice writes back what was read.
+    #[test]
+    fn equal_request_policies_of_a_slice_are_shared() {
+        let text = r#"{"driver":"d","pool":{"name":"p","generation":1,"resourceSliceCount":1},"devices":[
+            {"name":"a","capacity":{"s":{"value":"16","requestPolicy":{"default":"1","validValues":["1"]}}}},
+            {"name":"b","capacity":{"s":{"value":"16","requestPolicy":{"default":"1","validValues":["1"]}}}},
+            {"name":"c","capacity":{"s":{"value":"16","requestPolicy":{"default":"2","validValues":["2"]}}}}]}"#;
+        let spec: super::ResourceSliceSpec = serde_json::from_str(text).unwrap();
+        let policy = |i: usize| {
+            spec.devices[i]
+                .capacity
+                .get("s")
+                .unwrap()
+                .request_policy
+                .clone()
+                .unwrap()
+        };
+        assert!(std::sync::Arc::ptr_eq(&policy(0), &policy(1)));
+        assert!(!std::sync::Arc::ptr_eq(&policy(0), &policy(2)));
+        let back: serde_json::Value = serde_json::to_value(&spec).unwrap();
+        let read: serde_json::Value = serde_json::from_str(text).unwrap();
+        assert_eq!(back["devices"], read["devices"]);
+    }
 
     /// An attribute with exactly one member is stored typed; one with none or several is kept as
     /// written (and has no value); both write back what was read.

@@ -181,11 +181,11 @@ fn request_policy_valid_range_and_default() {
     let policy = Some(CapacityRequestPolicy {
         default: Some("1".parse().unwrap()),
         valid_values: vec![],
-        valid_range: Some(crate::model::CapacityRequestPolicyRange {
+        valid_range: Some(Box::new(crate::model::CapacityRequestPolicyRange {
             min: "2".parse().unwrap(),
             max: Some("10".parse().unwrap()),
             step: Some("2".parse().unwrap()),
-        }),
+        })),
     });
     let check = |q: &str| policy_violation(&q.parse().unwrap(), policy.as_ref());
     assert_eq!(check("1"), None, "the default is always allowed");
