@@ -69,6 +69,9 @@ struct CycleState {
     /// Nodes that passed Filter, in call order, each once: PreScore's input for batch guests, and
     /// the Filter calls a replacement instance gets again when the cycle is restored.
     feasible: Vec<String>,
+    /// The same nodes as a set: a Filter call looks its node up in constant time (a scan of
+    /// `feasible` made a 5,000-node cycle quadratic, 70 % of the KSWE engine's Filter time).
+    feasible_set: std::collections::HashSet<String>,
     /// Batch scores (PreScore/NormalizeScore guests), once computed.
     scores: Option<Vec<(String, i64)>>,
 }
@@ -227,7 +230,8 @@ impl KsweEngine {
 
     /// Records a node that passed Filter (once).
     fn passed_filter(&mut self, node: &str) {
-        if !self.cycle.feasible.iter().any(|n| n == node) {
+        if !self.cycle.feasible_set.contains(node) {
+            self.cycle.feasible_set.insert(node.to_string());
             self.cycle.feasible.push(node.to_string());
         }
     }
