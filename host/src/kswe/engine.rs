@@ -64,8 +64,8 @@ pub struct KsweEngine {
 struct CycleState {
     /// PreFilter returned `Skip`: Filter is not called.
     skip_filter: bool,
-    /// The node names PreFilter returned (`None`: every node).
-    node_names: Option<Vec<String>>,
+    /// The node names PreFilter returned (`None`: every node), as a set: Filter looks up each node.
+    node_names: Option<std::collections::HashSet<String>>,
     /// Nodes that passed Filter, in call order, each once: PreScore's input for batch guests, and
     /// the Filter calls a replacement instance gets again when the cycle is restored.
     feasible: Vec<String>,
@@ -357,7 +357,7 @@ impl Engine for KsweEngine {
                     self.cycle.skip_filter = true;
                     return Status::new(Code::Success, status.reason);
                 }
-                self.cycle.node_names = node_names;
+                self.cycle.node_names = node_names.map(|names| names.into_iter().collect());
                 to_status(&status)
             }
             Err(e) => host_error(e),
@@ -370,7 +370,7 @@ impl Engine for KsweEngine {
             Err(s) => return s,
         };
         if let Some(names) = &self.cycle.node_names
-            && !names.iter().any(|n| n == node)
+            && !names.contains(node)
         {
             return Status::unresolvable(format!(
                 "node {node} is not among the node names PreFilter returned"
