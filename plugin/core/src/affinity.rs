@@ -756,12 +756,7 @@ pub fn claim_objects(claim: &ResourceClaim) -> Vec<(RequestScope, ConfigObject)>
         if let Some(o) = &c.opaque {
             out.push((
                 RequestScope::new(&c.requests),
-                ConfigObject::Opaque(
-                    o.parameters
-                        .value()
-                        .map(|v| CelObject::new(&v))
-                        .map_err(|e| format!("opaque parameters: {e}")),
-                ),
+                ConfigObject::Opaque(CelObject::from_parameters(&o.parameters)),
             ));
         }
         if let Some(st) = &c.structured {

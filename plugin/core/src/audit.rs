@@ -746,12 +746,7 @@ impl<'a> Auditor<'a> {
             .iter()
             .filter(|c| in_scope(&c.requests, &h.result.request))
             .filter_map(|c| c.opaque.as_ref())
-            .map(|o| {
-                o.parameters
-                    .value()
-                    .map(|v| CelObject::new(&v))
-                    .map_err(|e| format!("opaque parameters: {e}"))
-            })
+            .map(|o| CelObject::from_parameters(&o.parameters))
             .collect::<Result<_, String>>()?;
         let mut values = BTreeMap::new();
         for (source, keys) in applicable {

@@ -73,7 +73,6 @@ impl DeviceData {
     fn new(key: DeviceKey, d: &Arc<model::Device>) -> Self {
         DeviceData {
             key,
-            // The model's map iterates in name order: the slice is sorted.
             allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
             device: Arc::clone(d),
         }

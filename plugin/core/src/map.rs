@@ -89,6 +89,18 @@ impl<K: Ord, V> Map<K, V> {
         self.position(key).ok().map(|i| &mut self.0[i].1)
     }
 
+    /// The value for `key`, inserted with `make` when missing (see [`Map::insert`] for the cost).
+    pub fn get_or_insert_with(&mut self, key: K, make: impl FnOnce() -> V) -> &mut V {
+        let i = match self.position(&key) {
+            Ok(i) => i,
+            Err(i) => {
+                self.insert_at(i, key, make());
+                i
+            }
+        };
+        &mut self.0[i].1
+    }
+
     /// Whether `key` has a value.
     pub fn contains_key<Q>(&self, key: &Q) -> bool
     where
@@ -104,12 +116,17 @@ impl<K: Ord, V> Map<K, V> {
         match self.position(&key) {
             Ok(i) => Some(std::mem::replace(&mut self.0[i].1, value)),
             Err(i) => {
-                let mut entries = std::mem::take(&mut self.0).into_vec();
-                entries.insert(i, (key, value));
-                self.0 = entries.into_boxed_slice();
+                self.insert_at(i, key, value);
                 None
             }
         }
+    }
+
+    /// Inserts a new entry at position `i` (where the key sorts), reallocating the entries.
+    fn insert_at(&mut self, i: usize, key: K, value: V) {
+        let mut entries = std::mem::take(&mut self.0).into_vec();
+        entries.insert(i, (key, value));
+        self.0 = entries.into_boxed_slice();
     }
 
     /// Removes `key`, returning its value.
@@ -254,7 +271,9 @@ mod tests {
         assert_eq!(map.remove("b"), Some(1));
         assert_eq!(map.remove("b"), None);
         assert!(map.contains_key("c") && !map.contains_key("b"));
-        assert_eq!(map.insert("d", 0), None);
+        assert_eq!(*map.get_or_insert_with("a", || 9), 5);
+        *map.get_or_insert_with("d", || 9) -= 9;
+        assert_eq!(map.get("d"), Some(&0));
         map.retain(|_, v| *v != 0);
         assert_eq!(map.into_iter().collect::<Vec<_>>(), [("a", 5), ("c", 3)]);
         let collected: Map<_, _> = [(2, "x"), (1, "y"), (2, "z")].into_iter().collect();

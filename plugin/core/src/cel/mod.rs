@@ -100,6 +100,14 @@ impl CelObject {
             value: values::json_value(object),
         }
     }
+
+    /// Prepares a config's opaque parameters (kept as JSON text, parsed here).
+    pub fn from_parameters(parameters: &crate::model::Parameters) -> Result<Self, String> {
+        parameters
+            .value()
+            .map(|v| CelObject::new(&v))
+            .map_err(|e| format!("opaque parameters: {e}"))
+    }
 }
 
 /// A compiled device selector.

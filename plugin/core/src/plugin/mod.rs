@@ -431,10 +431,7 @@ impl Plugin {
                 if let Some(c) = &r.consumed_capacity {
                     let slot = self.allocated.capacity.entry(dk.clone()).or_default();
                     for (n, q) in c {
-                        if slot.get(n).is_none() {
-                            slot.insert(n.clone(), Quantity::from_i64(0));
-                        }
-                        let Some(cur) = slot.get_mut(n) else { continue };
+                        let cur = slot.get_or_insert_with(n.clone(), || Quantity::from_i64(0));
                         let next = if add {
                             cur.checked_add(q)
                         } else {
