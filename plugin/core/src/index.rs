@@ -41,14 +41,16 @@ impl fmt::Display for DeviceKey {
 /// Dense index of a device in [`Index::devices`].
 pub type DevIdx = u32;
 
-/// One device of a pool's current generation: its position, and its data shared with the index
-/// built before when the device's pool did not change (so its CEL input is prepared only once).
+/// One device of a pool's current generation: its position and its data, inline (the Filter path
+/// reads a node's devices one after another: one contiguous run of entries, no pointer to chase
+/// per device). The data is taken over from the index built before when the device's pool did
+/// not change (DeviceTaintRules are not evaluated again).
 pub struct DeviceEntry {
     /// Index of the pool in [`Index::pools`].
     pub pool: usize,
     /// Index of the slice in the pool's `slices`.
     pub slice: usize,
-    data: Arc<DeviceData>,
+    data: DeviceData,
 }
 
 impl std::ops::Deref for DeviceEntry {
@@ -59,6 +61,7 @@ impl std::ops::Deref for DeviceEntry {
 }
 
 /// What the allocator reads of a device, converted once.
+#[derive(Clone)]
 pub struct DeviceData {
     /// `driver/pool/device`.
     pub key: DeviceKey,
@@ -335,13 +338,13 @@ impl Index {
                     let data = match reused {
                         Some(data) => data,
                         None => {
-                            let data = Arc::new(DeviceData::new(key.clone(), d));
+                            let data = DeviceData::new(key.clone(), d);
                             match rule_taints(rules, (&driver, &pool_name), &data) {
                                 Ok(extra) if extra.is_empty() => data,
                                 Ok(extra) => {
                                     let mut tainted = (**d).clone();
                                     tainted.taints.extend(extra);
-                                    Arc::new(DeviceData::new(key.clone(), &Arc::new(tainted)))
+                                    DeviceData::new(key.clone(), &Arc::new(tainted))
                                 }
                                 Err(e) => {
                                     if pool.invalid.is_none() {
@@ -606,12 +609,12 @@ mod tests {
         let second = Index::rebuild(&slices(&v2), Some(&first), &changed);
         let b = |i: &Index| {
             i.devices[i.by_key[&DeviceKey::new("d", "q", "b")] as usize]
-                .data
+                .device
                 .clone()
         };
         assert!(
             Arc::ptr_eq(&b(&first), &b(&second)),
-            "pool q did not change: device data shared"
+            "pool q did not change: device data taken over"
         );
         assert!(
             second.by_key.contains_key(&DeviceKey::new("d", "p", "a2")),

@@ -328,3 +328,33 @@ fn a_class_change_during_the_cycle_applies_to_later_filter_calls() {
     p.apply(EventKind::Update, &class_a().to_string()).unwrap();
     assert!(p.filter(NODE).is_success());
 }
+
+/// Per-node state is kept by a node id that a deleted node's successor reuses: neither Filter's
+/// result nor the node's pools may carry over to another node.
+#[test]
+fn a_deleted_nodes_state_does_not_pass_to_the_next_node() {
+    let mut objects = base();
+    objects.push(claim("c1", &[req("gpu", "class-a")]).json());
+    objects.push(pod("p", &["c1"], "2024-01-01T00:00:00Z"));
+    let mut p = plugin("", &objects);
+    assert!(p.prefilter(&format!("{NS}/p")).is_success());
+    assert!(p.filter(NODE).is_success());
+    p.apply(EventKind::Delete, &node(NODE).to_string()).unwrap();
+    p.apply(EventKind::Add, &node("node-3").to_string()).unwrap();
+    let err = p.score("node-3").expect_err("node-3 was never filtered");
+    assert!(err.reason.contains("called before filter"), "{err}");
+    let err = p.reserve(NODE).expect_err("node-1 is gone");
+    assert!(err.reason.contains("called before filter"), "{err}");
+    // node-3 has no devices: node-1's pools must not be taken for its own.
+    let st = p.filter("node-3");
+    assert_eq!(st.code, Code::Unschedulable, "{st}");
+    // node-1 comes back under a new id, with its pools computed again.
+    p.apply(EventKind::Add, &node(NODE).to_string()).unwrap();
+    assert!(p.filter(NODE).is_success());
+    assert!(p.score("node-3").is_err(), "node-3 did not pass filter");
+    assert!(!p.reserve(NODE).unwrap().is_empty());
+    // An unknown node is not found, and not recorded.
+    let st = p.filter("node-9");
+    assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
+    assert!(st.reason.contains("node node-9 not found"), "{st}");
+}

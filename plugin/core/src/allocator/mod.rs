@@ -165,8 +165,65 @@ pub struct Input<'a> {
     pub cycle_cache: &'a CycleCache,
 }
 
-/// Selector results per (device, [`crate::cel::Selector::id`]).
-pub type SelectorCache = std::cell::RefCell<crate::FxHashMap<(DevIdx, u32), bool>>;
+/// Selector results per (device, [`crate::cel::Selector::id`]), shared by calls until slices
+/// change.
+///
+/// The first [`SelectorCache::SLOTS`] results of a device sit in a table indexed by the device
+/// (a node's devices are adjacent in the index, so a Filter call reads one or two cache lines
+/// instead of probing a map once per device and selector); further results go to a map.
+#[derive(Default)]
+pub struct SelectorCache {
+    /// Per device: up to `SLOTS` results as `(id + 1) << 1 | result`, 0 for a free slot.
+    slots: std::cell::RefCell<Vec<[u32; SelectorCache::SLOTS]>>,
+    overflow: std::cell::RefCell<crate::FxHashMap<(DevIdx, u32), bool>>,
+}
+
+impl SelectorCache {
+    /// Results kept inline per device.
+    pub const SLOTS: usize = 4;
+
+    /// An empty cache for the `devices` devices of an index.
+    pub fn new(devices: usize) -> Self {
+        SelectorCache {
+            slots: std::cell::RefCell::new(vec![[0; Self::SLOTS]; devices]),
+            overflow: Default::default(),
+        }
+    }
+
+    /// The slot encoding of a selector id (`None` for the last 2³¹ ids: they use the map).
+    fn tag(selector: u32) -> Option<u32> {
+        selector.checked_add(1).filter(|t| *t < 1 << 31).map(|t| t << 1)
+    }
+
+    /// The cached result of selector `selector` on device `d`.
+    pub fn get(&self, d: DevIdx, selector: u32) -> Option<bool> {
+        if let Some(tag) = Self::tag(selector)
+            && let Some(row) = self.slots.borrow().get(d as usize)
+        {
+            for &s in row {
+                if s == 0 {
+                    return None;
+                }
+                if s & !1 == tag {
+                    return Some(s & 1 == 1);
+                }
+            }
+        }
+        self.overflow.borrow().get(&(d, selector)).copied()
+    }
+
+    /// Records the result of selector `selector` on device `d`.
+    pub fn insert(&self, d: DevIdx, selector: u32, matches: bool) {
+        if let Some(tag) = Self::tag(selector)
+            && let Some(row) = self.slots.borrow_mut().get_mut(d as usize)
+            && let Some(free) = row.iter_mut().find(|s| **s == 0 || **s & !1 == tag)
+        {
+            *free = tag | u32::from(matches);
+            return;
+        }
+        self.overflow.borrow_mut().insert((d, selector), matches);
+    }
+}
 
 /// Caches shared by the allocation calls of one cycle (one pod's Filter over the nodes, and
 /// Reserve), keyed by [`ClaimInput::slot`]. Valid while the claims, their affinity outcomes, the
@@ -498,5 +555,39 @@ fn lookup<'e>(entry: &'e crate::index::DeviceEntry, driver: &str, attr: &str) ->
         Some(Ok(v)) => Lookup::Value(v),
         Some(Err(())) => Lookup::Invalid,
         None => Lookup::Missing,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::SelectorCache;
+
+    #[test]
+    fn selector_cache_keeps_every_result_inline_and_beyond() {
+        let cache = SelectorCache::new(3);
+        // More selectors than inline slots, on two devices, interleaved.
+        for id in 0..(SelectorCache::SLOTS as u32 + 3) {
+            cache.insert(1, id, id % 2 == 0);
+            cache.insert(2, id, id % 3 == 0);
+        }
+        for id in 0..(SelectorCache::SLOTS as u32 + 3) {
+            assert_eq!(cache.get(1, id), Some(id % 2 == 0), "device 1, selector {id}");
+            assert_eq!(cache.get(2, id), Some(id % 3 == 0), "device 2, selector {id}");
+            assert_eq!(cache.get(0, id), None, "device 0 has no results");
+        }
+        assert_eq!(cache.get(1, 1000), None);
+        // A result written again replaces the first (no second slot for the same selector).
+        cache.insert(0, 7, true);
+        cache.insert(0, 7, false);
+        assert_eq!(cache.get(0, 7), Some(false));
+        cache.insert(0, 8, true);
+        assert_eq!((cache.get(0, 7), cache.get(0, 8)), (Some(false), Some(true)));
+        // Ids the slot encoding cannot hold, and devices past the table, use the map.
+        for id in [u32::MAX, u32::MAX - 1, 1 << 31, (1 << 31) - 2] {
+            cache.insert(0, id, true);
+            assert_eq!(cache.get(0, id), Some(true), "selector {id}");
+        }
+        cache.insert(10, 3, true);
+        assert_eq!((cache.get(10, 3), cache.get(10, 4)), (Some(true), None));
     }
 }

@@ -368,7 +368,7 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
         let sel = compiled
             .as_ref()
             .map_err(|e| format!("{}: selector {expr:?}: CEL compile error: {e}", owner()))?;
-        let cached = input.selector_cache.borrow().get(&(d, sel.id())).copied();
+        let cached = input.selector_cache.get(d, sel.id());
         let m = match cached {
             Some(m) => m,
             None => {
@@ -387,7 +387,7 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
                         entry.key
                     )
                 })?;
-                input.selector_cache.borrow_mut().insert((d, sel.id()), m);
+                input.selector_cache.insert(d, sel.id(), m);
                 m
             }
         };

@@ -268,14 +268,16 @@ impl Plugin {
 
     /// Filter for one node of the current cycle.
     pub fn filter(&mut self, node: &str) -> Status {
-        let result = self.compute(node);
+        let Some((id, _)) = self.nodes.get(node) else {
+            // Not recorded: Score and Reserve name the missing node themselves.
+            return self.fail_unknown(node);
+        };
+        let result = self.compute(id, node);
         let status = result.status.clone();
         if let Some(c) = &mut self.cycle {
             // A node Filtered again keeps its place among the nodes PreScore named.
-            if c.nodes
-                .insert(node.to_string(), result)
-                .is_some_and(|old| old.named)
-                && let Some(r) = c.nodes.get_mut(node)
+            if c.nodes.insert(id, result).is_some_and(|old| old.named)
+                && let Some(r) = c.nodes.get_mut(&id)
             {
                 r.named = true;
             }
@@ -286,7 +288,16 @@ impl Plugin {
         status
     }
 
-    fn compute(&mut self, node_name: &str) -> NodeResult {
+    /// Filter's verdict for a node the plugin does not know: the cycle's failure first.
+    fn fail_unknown(&self, node: &str) -> Status {
+        match self.cycle("filter") {
+            Err(s) => s,
+            Ok(c) if !c.status.is_success() => c.status.clone(),
+            Ok(_) => Status::unresolvable(format!("node {node} not found")),
+        }
+    }
+
+    fn compute(&mut self, id: u32, node_name: &str) -> NodeResult {
         let fail = |status: Status| NodeResult {
             status,
             allocation: None,
@@ -301,7 +312,7 @@ impl Plugin {
         if !cycle.status.is_success() {
             return fail(cycle.status.clone());
         }
-        let Some(node) = self.nodes.get(node_name) else {
+        let Some((_, node)) = self.nodes.get(node_name) else {
             return fail(Status::unresolvable(format!("node {node_name} not found")));
         };
         for c in &cycle.claims {
@@ -340,15 +351,17 @@ impl Plugin {
         // The node's pools are computed once per node and index; the cache stays borrowed for
         // the allocation call, which does not touch it.
         let mut cache = d.node_pools.borrow_mut();
-        if !cache.contains_key(node_name) {
-            let devices = d.index.pools_for_node(node).map(|pools| {
+        let slot = id as usize;
+        if cache.len() <= slot {
+            cache.resize_with(slot + 1, || None);
+        }
+        let (pools, candidates) = match cache[slot].get_or_insert_with(|| {
+            d.index.pools_for_node(node).map(|pools| {
                 let cands = allocator::candidates(&d.index, &pools);
                 (pools, cands)
-            });
-            cache.insert(node_name.to_string(), devices);
-        }
-        let (pools, candidates) = match &cache[node_name] {
-            Ok((p, c)) => (p.as_slice(), c),
+            })
+        }) {
+            Ok((p, c)) => (p.as_slice(), &*c),
             Err(e) => return fail(Status::error(e.clone())),
         };
         // KEP-5004: the special claim without the resources this node serves through a device
@@ -448,15 +461,15 @@ impl Plugin {
             .derived
             .as_ref()
             .ok_or_else(|| Status::error("internal: slice index missing"))?;
-        let node = self
+        let (id, node) = self
             .nodes
             .get(node_name)
             .ok_or_else(|| Status::error(format!("node {node_name} not found")))?;
         let cache = d.node_pools.borrow();
-        let (pools, candidates) = match cache.get(node_name) {
-            Some(Ok((p, c))) => (p.as_slice(), c),
-            Some(Err(e)) => return Err(Status::error(e.clone())),
-            None => {
+        let (pools, candidates) = match cache.get(id as usize) {
+            Some(Some(Ok((p, c)))) => (p.as_slice(), c),
+            Some(Some(Err(e))) => return Err(Status::error(e.clone())),
+            _ => {
                 return Err(Status::error(format!(
                     "internal: pools of node {node_name} missing"
                 )));
@@ -480,9 +493,13 @@ impl Plugin {
         let Some(cycle) = self.cycle.as_mut() else {
             return Status::error("prescore called before prefilter");
         };
+        let ids: Vec<Option<u32>> = nodes
+            .iter()
+            .map(|n| self.nodes.get(n).map(|(id, _)| id))
+            .collect();
         let mut ranks = Vec::with_capacity(nodes.len());
-        for n in nodes {
-            match cycle.nodes.get(n) {
+        for (n, id) in nodes.iter().zip(&ids) {
+            match id.and_then(|id| cycle.nodes.get(&id)) {
                 Some(r) if r.status.is_success() => ranks.push(r.rank),
                 _ => {
                     return Status::error(format!(
@@ -494,8 +511,8 @@ impl Plugin {
         for r in cycle.nodes.values_mut() {
             r.named = false;
         }
-        for n in nodes {
-            if let Some(r) = cycle.nodes.get_mut(n) {
+        for id in ids.into_iter().flatten() {
+            if let Some(r) = cycle.nodes.get_mut(&id) {
                 r.named = true;
             }
         }
@@ -525,9 +542,10 @@ impl Plugin {
 
     fn passed(&self, node: &str, what: &str) -> Result<&NodeResult, Status> {
         let cycle = self.cycle(what)?;
-        let r = cycle
+        let r = self
             .nodes
             .get(node)
+            .and_then(|(id, _)| cycle.nodes.get(&id))
             .ok_or_else(|| Status::error(format!("{what} for node {node} called before filter")))?;
         if !r.status.is_success() {
             return Err(Status::error(format!(
@@ -584,9 +602,10 @@ impl Plugin {
                 cycle.pod
             )));
         }
-        let r = cycle
+        let r = self
             .nodes
             .get(node)
+            .and_then(|(id, _)| cycle.nodes.get(&id))
             .ok_or_else(|| Status::error(format!("reserve on node {node} called before filter")))?;
         if !r.status.is_success() {
             return Err(Status::error(format!(

@@ -75,6 +75,49 @@ struct Holder {
 /// two holders.
 type HolderKey = (String, String);
 
+/// The stored Nodes by name, each with a dense id that the per-node state indexes by
+/// ([`Derived::node_pools`], a cycle's results): a Filter call looks its node's name up once.
+/// A node keeps its id while it exists; a deleted node's id is handed out again.
+#[derive(Default)]
+struct Nodes {
+    by_name: crate::FxHashMap<String, (u32, Box<Node>)>,
+    /// Ids of deleted nodes, to hand out again.
+    free: Vec<u32>,
+}
+
+impl Nodes {
+    /// The node's id and object.
+    fn get(&self, name: &str) -> Option<(u32, &Node)> {
+        self.by_name.get(name).map(|(id, n)| (*id, &**n))
+    }
+
+    /// Stores a node (replacing one of the same name, whose id it keeps) and returns its id.
+    fn insert(&mut self, name: String, node: Box<Node>) -> u32 {
+        if let Some(slot) = self.by_name.get_mut(&name) {
+            slot.1 = node;
+            return slot.0;
+        }
+        // Without a free id, every id below the number of nodes is taken.
+        let id = self
+            .free
+            .pop()
+            .unwrap_or_else(|| u32::try_from(self.by_name.len()).unwrap_or(u32::MAX));
+        self.by_name.insert(name, (id, node));
+        id
+    }
+
+    /// Deletes a node; its id, if it existed.
+    fn remove(&mut self, name: &str) -> Option<u32> {
+        let (id, _) = self.by_name.remove(name)?;
+        self.free.push(id);
+        Some(id)
+    }
+
+    fn len(&self) -> usize {
+        self.by_name.len()
+    }
+}
+
 /// A node's pools and candidate devices.
 type NodeDevices = (Vec<NodePool>, std::sync::Arc<[crate::index::DevIdx]>);
 
@@ -82,9 +125,9 @@ type NodeDevices = (Vec<NodePool>, std::sync::Arc<[crate::index::DevIdx]>);
 struct Derived {
     index: Index,
     extractors: Extractors,
-    /// Per node: its pools and its candidate devices in first-fit order
+    /// Per node id ([`Nodes`]): its pools and its candidate devices in first-fit order
     /// ([`crate::allocator::candidates`]), computed once per node and index.
-    node_pools: RefCell<crate::FxHashMap<String, Result<NodeDevices, String>>>,
+    node_pools: RefCell<Vec<Option<Result<NodeDevices, String>>>>,
     /// Selector results per device, kept across nodes, pods and cycles until slices change.
     selector_cache: SelectorCache,
     /// PreFilter's candidate extractors per (class, selectors); cleared on DeviceClass events.
@@ -126,7 +169,8 @@ struct Cycle {
     /// Indexes into `claims` of the claims that need allocation.
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
-    nodes: crate::FxHashMap<String, NodeResult>,
+    /// Filter's results by node id ([`Nodes`]).
+    nodes: crate::FxHashMap<u32, NodeResult>,
     /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
     /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
     scoring: Option<Scoring>,
@@ -166,7 +210,7 @@ struct Reservation {
 pub struct Plugin {
     config: Config,
     cel: CelCache,
-    nodes: crate::FxHashMap<String, Box<Node>>,
+    nodes: Nodes,
     /// Pods not bound to a node (see [`Plugin::upsert`]), and the pods our Bind bound.
     pods: BTreeMap<String, Box<Pod>>,
     classes: crate::FxHashMap<String, DeviceClass>,
@@ -208,7 +252,7 @@ impl Plugin {
         Ok(Plugin {
             config: Config::from_json(config_json)?,
             cel: CelCache::new(),
-            nodes: crate::FxHashMap::default(),
+            nodes: Nodes::default(),
             pods: BTreeMap::new(),
             classes: crate::FxHashMap::default(),
             slices: BTreeMap::new(),
@@ -270,9 +314,11 @@ impl Plugin {
         let key = object.key();
         match object {
             Object::Node(n) => {
-                self.nodes.insert(key.clone(), n);
-                if let Some(d) = &self.derived {
-                    d.node_pools.borrow_mut().remove(&key);
+                let id = self.nodes.insert(key, n);
+                if let Some(d) = &self.derived
+                    && let Some(slot) = d.node_pools.borrow_mut().get_mut(id as usize)
+                {
+                    *slot = None;
                 }
             }
             Object::Pod(p) => {
@@ -346,9 +392,17 @@ impl Plugin {
         let key = object_key(ns, name);
         match kind_name {
             "Node" => {
-                self.nodes.remove(&key);
-                if let Some(d) = &self.derived {
-                    d.node_pools.borrow_mut().remove(&key);
+                if let Some(id) = self.nodes.remove(&key) {
+                    if let Some(d) = &self.derived
+                        && let Some(slot) = d.node_pools.borrow_mut().get_mut(id as usize)
+                    {
+                        *slot = None;
+                    }
+                    // The id is handed out again: a result Filter found for the deleted node
+                    // must not become another node's.
+                    if let Some(c) = &mut self.cycle {
+                        c.nodes.remove(&id);
+                    }
                 }
             }
             "Pod" => {
@@ -519,10 +573,10 @@ impl Plugin {
             }
             let uses = self.allocated.uses(&index);
             self.derived = Some(Derived {
+                selector_cache: SelectorCache::new(index.devices.len()),
                 index,
                 extractors,
-                node_pools: RefCell::new(crate::FxHashMap::default()),
-                selector_cache: SelectorCache::default(),
+                node_pools: RefCell::new(Vec::new()),
                 candidates: Default::default(),
                 uses,
             });
@@ -562,7 +616,7 @@ impl Plugin {
 
     /// Names of all known nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.nodes.keys().cloned().collect();
+        let mut names: Vec<String> = self.nodes.by_name.keys().cloned().collect();
         names.sort_unstable();
         names
     }
