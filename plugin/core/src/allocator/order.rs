@@ -53,16 +53,16 @@ impl<'a> Allocator<'a> {
             let index = self.input.index;
             for &d in self.cands.iter() {
                 // Only a shared device of an affinity pool that is locked can be joined; check the
-                // cheap conditions before computing the values the request wants.
-                let entry = index.device(d);
-                let joined = entry.allow_multiple
-                    && self.input.extractors.pool_has_affinity(index, d)
-                    && match self.lock(d) {
-                        LockState::Locked(l) => {
-                            matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
-                        }
-                        _ => false,
-                    };
+                // cheap conditions before computing the values the request wants, the lock first
+                // (a dense table: most devices of a node are not locked).
+                let joined = match self.lock(d) {
+                    LockState::Locked(l) => {
+                        index.device(d).allow_multiple
+                            && self.input.extractors.pool_has_affinity(index, d)
+                            && matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
+                    }
+                    _ => false,
+                };
                 if joined {
                     buf.push(d);
                 }

@@ -37,8 +37,11 @@ impl<'a> Allocator<'a> {
             order_buf: scratch.order_buf,
             notes: scratch.notes,
         };
+        // The request data is written in place (a `ReqData` is a few hundred bytes: building
+        // the nested vectors apart and pushing them would copy each one twice per call).
         for (ci, c) in input.claims.iter().enumerate() {
-            let mut per_claim = SmallVec::with_capacity(c.claim.spec.devices.requests.len());
+            a.reqs
+                .push(SmallVec::with_capacity(c.claim.spec.devices.requests.len()));
             // In u64 from the requested counts (not `num_devices`, which saturates at usize::MAX on
             // wasm32), saturating: the limit and its error read the same on every target.
             let mut min_devices = 0u64;
@@ -48,7 +51,7 @@ impl<'a> Allocator<'a> {
                     let slot = u32::try_from(c.slot?).ok()?;
                     Some((slot, u32::try_from(ri).ok()?, u32::try_from(si).ok()?))
                 };
-                let mut per_req: SmallVec<[ReqData<'a>; 1]> = SmallVec::new();
+                a.reqs[ci].push(SmallVec::new());
                 if let Some(ex) = &r.exactly {
                     if !r.first_available.is_empty() {
                         return Err(format!(
@@ -56,7 +59,7 @@ impl<'a> Allocator<'a> {
                             c.key, r.name
                         ));
                     }
-                    per_req.push(a.request_data(
+                    let rd = a.request_data(
                         ci,
                         &r.name,
                         None,
@@ -68,10 +71,11 @@ impl<'a> Allocator<'a> {
                         &ex.tolerations,
                         ex.capacity.as_ref().map(|c| &c.requests),
                         (aff(0), key(0)),
-                    )?);
+                    )?;
+                    a.reqs[ci][ri].push(rd);
                 } else if !r.first_available.is_empty() {
                     for (si, s) in r.first_available.iter().enumerate() {
-                        per_req.push(a.request_data(
+                        let rd = a.request_data(
                             ci,
                             &r.name,
                             Some(&s.name),
@@ -83,7 +87,8 @@ impl<'a> Allocator<'a> {
                             &s.tolerations,
                             s.capacity.as_ref().map(|c| &c.requests),
                             (aff(si), key(si)),
-                        )?);
+                        )?;
+                        a.reqs[ci][ri].push(rd);
                     }
                 } else {
                     return Err(format!(
@@ -92,8 +97,7 @@ impl<'a> Allocator<'a> {
                     ));
                 }
                 min_devices =
-                    min_devices.saturating_add(per_req.iter().map(|d| d.requested).min().unwrap_or(0));
-                per_claim.push(per_req);
+                    min_devices.saturating_add(a.reqs[ci][ri].iter().map(|d| d.requested).min().unwrap_or(0));
             }
             if min_devices > MAX_RESULTS_PER_CLAIM as u64 {
                 return Err(format!(
@@ -101,7 +105,6 @@ impl<'a> Allocator<'a> {
                     c.key
                 ));
             }
-            a.reqs.push(per_claim);
             let mut cons = Vec::new();
             for (i, k) in c.claim.spec.devices.constraints.iter().enumerate() {
                 let scope = RequestScope::new(&k.requests);
