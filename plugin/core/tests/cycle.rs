@@ -358,3 +358,40 @@ fn a_deleted_nodes_state_does_not_pass_to_the_next_node() {
     assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
     assert!(st.reason.contains("node node-9 not found"), "{st}");
 }
+
+/// The calls of one cycle share the claims' prepared requests, except a request in `All` mode:
+/// its device set is the node's own, so every node allocates its own devices.
+#[test]
+fn all_mode_device_sets_are_per_node_within_a_cycle() {
+    let slice_on = |node_name: &str, pool: &str, devices: &[&str]| {
+        json!({"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":format!("slice-{pool}")},
+               "spec":{"driver":DRIVER,"nodeName":node_name,"pool":{"name":pool,"generation":1,"resourceSliceCount":1},
+                       "devices": devices.iter().map(|d| json!({"name": d})).collect::<Vec<_>>()}})
+    };
+    let all = Req(json!({"name": "gpus", "exactly": {"deviceClassName": "class-a", "allocationMode": "All"}}));
+    let objects = vec![
+        node(NODE),
+        node("node-2"),
+        class_a(),
+        slice_on(NODE, "pool-1", &["a", "b"]),
+        slice_on("node-2", "pool-2", &["c", "d", "e"]),
+        claim("c1", &[all]).json(),
+        pod("p", &["c1"], "2024-01-01T00:00:00Z"),
+    ];
+    let mut p = plugin("", &objects);
+    assert!(p.prefilter(&format!("{NS}/p")).is_success());
+    // Both nodes in one cycle, then each again (a second call of the cycle on each).
+    for node_name in [NODE, "node-2", NODE, "node-2"] {
+        let st = p.filter(node_name);
+        assert!(st.is_success(), "{node_name}: {st}");
+    }
+    let got = p.reserve("node-2").expect("reserve");
+    let devices: Vec<&str> = got[0]
+        .allocation
+        .devices
+        .results
+        .iter()
+        .map(|r| r.device.as_str())
+        .collect();
+    assert_eq!(devices, ["c", "d", "e"]);
+}

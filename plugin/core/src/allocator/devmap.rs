@@ -66,6 +66,9 @@ impl<V> DevMap<V> {
 
     /// [`DevMap::clear`], keeping the values as spares.
     pub(super) fn clear_recycling(&mut self) {
+        if self.entries.is_empty() {
+            return;
+        }
         self.spare.extend(self.entries.drain(..).map(|(_, v)| v));
     }
 

@@ -11,7 +11,7 @@ impl<'a> Allocator<'a> {
     /// (or the device is not shared), `Err` when the device is not viable. The answer depends only
     /// on the request and the device's applicable extractor set, so it is cached per cycle
     /// ([`super::CycleCache`]) across devices and nodes.
-    pub(super) fn wanted(&self, rd: &ReqData<'_>, d: DevIdx) -> Result<Option<Arc<Values>>, Rejection> {
+    pub(super) fn wanted(&self, rd: &ReqData, d: DevIdx) -> Result<Option<Arc<Values>>, Rejection> {
         // Admin access bypasses sharing affinity: no gating, no lock check, and no lock is set,
         // joined or held (its results do not count as holders either).
         if rd.admin {
@@ -43,12 +43,12 @@ impl<'a> Allocator<'a> {
     }
 
     /// [`Allocator::wanted`] for a non-empty applicable extractor set, uncached.
-    fn wanted_for(&self, rd: &ReqData<'_>, ids: &[ExtId]) -> Result<Option<Arc<Values>>, Rejection> {
+    fn wanted_for(&self, rd: &ReqData, ids: &[ExtId]) -> Result<Option<Arc<Values>>, Rejection> {
         let missing = Outcome::Missing(String::new());
         let outcomes: Vec<&Outcome> = ids
             .iter()
             .map(|&id| {
-                rd.affinity
+                self.affinity_of(rd)
                     .get(self.input.extractors.group[id])
                     .and_then(Option::as_ref)
                     .unwrap_or(&missing)
@@ -68,7 +68,7 @@ impl<'a> Allocator<'a> {
 
     /// Whether affinity admits the request on the device before this call's tentative locks
     /// (`All` mode fixes its device set with this).
-    pub(super) fn persistently_viable(&self, rd: &ReqData<'_>, d: DevIdx) -> bool {
+    pub(super) fn persistently_viable(&self, rd: &ReqData, d: DevIdx) -> bool {
         match self.wanted(rd, d) {
             Ok(None) => true,
             Ok(Some(w)) => self.admits(self.lock(d), &w).is_ok(),
@@ -78,7 +78,7 @@ impl<'a> Allocator<'a> {
 
     /// The device's lock as this call sees it: tentative in-call lock first, then persistent.
     pub(super) fn current_lock(&self, d: DevIdx) -> LockState {
-        match self.allocating_affinity.get(&d) {
+        match self.scratch.allocating_affinity.get(&d) {
             Some((v, _)) => LockState::Locked(v.clone()),
             None => self.lock(d).clone(),
         }
@@ -108,6 +108,6 @@ impl<'a> Allocator<'a> {
 
     /// Records why a device was rejected; the text is built only if the call fails.
     pub(super) fn note(&mut self, d: DevIdx, why: Rejection) {
-        self.notes.push((d, why));
+        self.scratch.notes.push((d, why));
     }
 }

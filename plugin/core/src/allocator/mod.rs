@@ -30,7 +30,7 @@ use crate::cel::CelCache;
 use crate::constraints::{Constraint, Lookup};
 use crate::counters::CounterState;
 use crate::index::{DevIdx, DeviceKey, Index, NodePool};
-use crate::model::{AllocationResult, DeviceClass, DeviceToleration, Node, ResourceClaim};
+use crate::model::{AllocationResult, DeviceClass, Node, ResourceClaim};
 use crate::quantity::Quantity;
 
 /// Upstream `AllocationResultsMaxSize`: at most 32 devices per claim.
@@ -237,18 +237,41 @@ pub struct CycleCache {
     selectors: std::cell::RefCell<FxHashMap<CacheKey, std::sync::Arc<[ReqSelector]>>>,
     /// The per-call buffers the last call left behind.
     scratch: std::cell::RefCell<Scratch>,
+    /// The prepared requests of the cycle's claims (see [`Allocator::prepare`]).
+    reqs: std::cell::RefCell<Option<std::sync::Arc<Reqs>>>,
 }
 
-/// The buffers of an allocation call, handed from one call to the next (empty, capacity kept):
-/// a Filter call does not allocate them again.
+/// The state of an allocation call that lives in buffers, handed from one call to the next
+/// (empty, capacity kept): a Filter call does not allocate them again.
 #[derive(Default)]
 struct Scratch {
+    /// Dedicated devices taken in this call, with the claims taking them.
     allocating_devices: DevMap<Vec<usize>>,
+    /// Capacity consumed in this call per shared device, aligned with the device's `capacity`
+    /// map (no names copied on the search path).
     allocating_capacity: DevMap<Vec<Quantity>>,
+    /// Tentative affinity locks of this call, with their holder counts.
     allocating_affinity: DevMap<(std::sync::Arc<Values>, usize)>,
+    /// Persistent candidate order per (claim, request, subrequest), computed on first use (a
+    /// call has a few requests: searched linearly).
     order: Vec<(ReqPos, order::Order)>,
+    /// The devices of the orders that are not the first-fit order itself; grows during the
+    /// call, emptied when it ends.
     order_buf: Vec<DevIdx>,
+    /// Rejected devices and why, formatted only when the call fails.
     notes: Vec<(DevIdx, affinity::Rejection)>,
+}
+
+impl Scratch {
+    /// Empties every buffer, keeping its capacity (and the maps' values as spares).
+    fn clear(&mut self) {
+        self.allocating_devices.clear_recycling();
+        self.allocating_capacity.clear_recycling();
+        self.allocating_affinity.clear();
+        self.order.clear();
+        self.order_buf.clear();
+        self.notes.clear();
+    }
 }
 
 /// A request's key in the [`CycleCache`]: (claim slot, request, subrequest).
@@ -360,7 +383,8 @@ pub fn candidates(index: &Index, pools: &[NodePool]) -> std::sync::Arc<[DevIdx]>
 
 /// Allocates all claims on the node. See the module docs.
 pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
-    let mut a = Allocator::new(input)?;
+    let mut a = Allocator::new(input, Allocator::cached_reqs(input));
+    a.prepare()?;
     let done = match a.allocate_one(Pos::default(), false, 0) {
         Ok(done) => done,
         Err(Stop::MaxSize) => false,
@@ -376,6 +400,7 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
             }
         }
         let notes: std::collections::BTreeSet<String> = a
+            .scratch
             .notes
             .iter()
             .map(|(d, why)| format!("{}: {why}", input.index.device(*d).device.name))
@@ -396,7 +421,8 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
 /// Builds the API results of an [`Allocation`] that [`allocate`] returned for the same input
 /// (the same claims, classes and node): device results, configs, node selector.
 pub fn materialize(input: &Input<'_>, allocation: &Allocation) -> Result<Vec<ClaimResult>, String> {
-    let mut a = Allocator::new(input)?;
+    let mut a = Allocator::new(input, Allocator::cached_reqs(input));
+    a.prepare()?;
     if a.reqs.len() != allocation.results.len() {
         return Err(format!(
             "internal: an allocation of {} claims materialized for {}",
@@ -416,7 +442,7 @@ type Results = SmallVec<[SmallVec<[Chosen; 2]>; 1]>;
 /// The request data per claim, per request, per subrequest (or one entry when the request has
 /// none). Inline up to the common size (one claim, two requests, no subrequests): a Filter call
 /// allocates nothing for them.
-type Reqs<'a> = SmallVec<[SmallVec<[SmallVec<[ReqData<'a>; 1]>; 2]>; 1]>;
+type Reqs = SmallVec<[SmallVec<[SmallVec<[ReqData; 1]>; 2]>; 1]>;
 
 /// (claim, request, subrequest) positions in [`Allocator::reqs`].
 type ReqPos = (usize, usize, usize);
@@ -452,43 +478,81 @@ type ReqSelector = (
     Result<std::sync::Arc<crate::cel::Selector>, crate::cel::CelError>,
 );
 
-struct ReqData<'a> {
-    request: &'a str,
-    sub: Option<&'a str>,
-    class: &'a DeviceClass,
+/// One request (or subrequest) of a claim, prepared for the search. Owned, so that the calls
+/// of a cycle share one preparation ([`CycleCache`]); what it reads of the claim (names,
+/// tolerations, capacity, affinity outcomes) is looked up by position in the call's input
+/// ([`Allocator::fields`]).
+struct ReqData {
+    /// Position of the claim in [`Input::claims`].
+    claim: usize,
+    /// Position of the request in the claim.
+    request: usize,
+    /// Position of the subrequest in the request; `None` for an `exactly` request.
+    sub: Option<usize>,
     /// Class selectors then request selectors, compiled (shared by the calls of a cycle).
     selectors: std::sync::Arc<[ReqSelector]>,
-    /// The request's own selectors (for the expressions in error messages).
-    own_selectors: &'a [crate::model::DeviceSelector],
     mode: Mode,
     admin: bool,
-    tolerations: &'a [DeviceToleration],
-    capacity: Option<&'a crate::model::Map<String, Quantity>>,
     all_devices: Vec<DevIdx>,
     num_devices: usize,
     /// The count asked for (`Exact` mode; 0 for `All`), in u64 whatever the target's usize.
     requested: u64,
-    affinity: &'a [Option<Outcome>],
     /// Key of the [`CycleCache`] entries; `None`: not cached.
     cache_key: Option<CacheKey>,
 }
 
-impl ReqData<'_> {
-    fn full_name(&self) -> String {
-        affinity::full_name(self.request, self.sub)
+impl<'a> Allocator<'a> {
+    /// What a prepared request reads of its claim in this call's input.
+    fn fields(&self, rd: &ReqData) -> setup::RequestFields<'a> {
+        request_fields(self.input, rd)
     }
 
-    /// The expression of selector `i` of [`ReqData::selectors`].
-    fn expression(&self, i: usize) -> &str {
-        let class = &self.class.spec.selectors;
-        match class.get(i) {
-            Some(s) => &s.cel.expression,
-            None => self
-                .own_selectors
-                .get(i - class.len())
-                .map_or("", |s| s.cel.expression.as_str()),
-        }
+    /// The affinity outcomes of a prepared request (per extractor group).
+    fn affinity_of(&self, rd: &ReqData) -> &'a [Option<Outcome>] {
+        let a = self.input.claims[rd.claim].affinity;
+        a.get(rd.request)
+            .and_then(|v| v.get(rd.sub.unwrap_or(0)))
+            .map_or(&[], Vec::as_slice)
     }
+}
+
+/// [`Allocator::fields`].
+fn request_fields<'a>(input: &Input<'a>, rd: &ReqData) -> setup::RequestFields<'a> {
+    let claim: &'a ResourceClaim = input.claims[rd.claim].claim;
+    let r = &claim.spec.devices.requests[rd.request];
+    match (rd.sub, &r.exactly) {
+        (Some(si), _) => setup::RequestFields::sub(r, &r.first_available[si]),
+        (None, Some(ex)) => setup::RequestFields::exact(r, ex),
+        // Preparation rejects a request with neither.
+        (None, None) => setup::RequestFields::exact(r, &NO_EXACT_REQUEST),
+    }
+}
+
+/// The `exactly` request of a request that has none (never prepared).
+static NO_EXACT_REQUEST: crate::model::ExactDeviceRequest = crate::model::ExactDeviceRequest {
+    device_class_name: String::new(),
+    selectors: Vec::new(),
+    allocation_mode: None,
+    count: None,
+    admin_access: None,
+    tolerations: Vec::new(),
+    capacity: None,
+};
+
+/// The class of a prepared request, and the expression of its selector `i` (class selectors,
+/// then the request's own), for error messages.
+fn selector_source<'a>(input: &Input<'a>, rd: &ReqData, i: usize) -> (Option<&'a DeviceClass>, &'a str) {
+    let fields = request_fields(input, rd);
+    let class = input.classes.get(fields.class_name);
+    let class_selectors = class.map_or(&[][..], |c| c.spec.selectors.as_slice());
+    let expr = match class_selectors.get(i) {
+        Some(s) => &s.cel.expression,
+        None => fields
+            .selectors
+            .get(i - class_selectors.len())
+            .map_or("", |s| s.cel.expression.as_str()),
+    };
+    (class, expr)
 }
 
 #[derive(Clone, Debug)]
@@ -507,26 +571,17 @@ struct Allocator<'a> {
     input: &'a Input<'a>,
     /// Candidate devices of the node in first-fit order (valid, complete pools only).
     cands: std::sync::Arc<[DevIdx]>,
-    /// Per claim, per request, per subrequest (or one).
-    reqs: Reqs<'a>,
+    /// Per claim, per request, per subrequest (or one); shared with the cycle cache.
+    reqs: std::sync::Arc<Reqs>,
+    /// `reqs` holds the input's requests (from the cycle cache, or after [`Allocator::prepare`]).
+    prepared: bool,
     selected_sub: FxHashMap<(usize, usize), usize>,
     /// Per claim, up to the last claim that has constraints (a claim past the end has none).
     constraints: Vec<Vec<Constraint>>,
     results: Results,
-    allocating_devices: DevMap<Vec<usize>>,
-    /// Capacity consumed in this call per shared device, aligned with the device's `capacity`
-    /// map (no names copied on the search path).
-    allocating_capacity: DevMap<Vec<Quantity>>,
-    allocating_affinity: DevMap<(std::sync::Arc<Values>, usize)>,
     counters: CounterState,
-    /// Persistent candidate order per (claim, request, subrequest), computed on first use (a
-    /// call has a few requests: searched linearly).
-    order: Vec<(ReqPos, order::Order)>,
-    /// The devices of the orders that are not the first-fit order itself; grows during the
-    /// call, emptied when it ends.
-    order_buf: Vec<DevIdx>,
-    /// Rejected devices and why, formatted only when the call fails.
-    notes: Vec<(DevIdx, affinity::Rejection)>,
+    /// The call's own state, in buffers taken over from the previous call of the cycle.
+    scratch: Scratch,
 }
 
 impl Drop for Allocator<'_> {
@@ -535,18 +590,8 @@ impl Drop for Allocator<'_> {
         let Ok(mut s) = self.input.cycle_cache.scratch.try_borrow_mut() else {
             return;
         };
-        self.allocating_devices.clear_recycling();
-        self.allocating_capacity.clear_recycling();
-        self.allocating_affinity.clear();
-        self.order.clear();
-        self.order_buf.clear();
-        self.notes.clear();
-        s.allocating_devices = std::mem::take(&mut self.allocating_devices);
-        s.allocating_capacity = std::mem::take(&mut self.allocating_capacity);
-        s.allocating_affinity = std::mem::take(&mut self.allocating_affinity);
-        s.order = std::mem::take(&mut self.order);
-        s.order_buf = std::mem::take(&mut self.order_buf);
-        s.notes = std::mem::take(&mut self.notes);
+        self.scratch.clear();
+        std::mem::swap(&mut *s, &mut self.scratch);
     }
 }
 

@@ -36,17 +36,17 @@ impl<'a> Allocator<'a> {
     pub(super) fn order_at(&self, order: Order, pos: usize) -> DevIdx {
         match order {
             Order::Cands => self.cands[pos],
-            Order::Buf { start, .. } => self.order_buf[start + pos],
+            Order::Buf { start, .. } => self.scratch.order_buf[start + pos],
         }
     }
 
     /// [`Allocator::order_for`] before this call's tentative locks, cached per request.
     fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> Order {
-        if let Some((_, o)) = self.order.iter().find(|(k, _)| *k == (ci, ri, si)) {
+        if let Some((_, o)) = self.scratch.order.iter().find(|(k, _)| *k == (ci, ri, si)) {
             return *o;
         }
         // Taken out while the request's data is borrowed, put back below.
-        let mut buf = std::mem::take(&mut self.order_buf);
+        let mut buf = std::mem::take(&mut self.scratch.order_buf);
         let start = buf.len();
         if self.input.consolidate && !self.input.extractors.is_empty() {
             let rd = &self.reqs[ci][ri][si];
@@ -87,8 +87,8 @@ impl<'a> Allocator<'a> {
                 len: self.cands.len(),
             }
         };
-        self.order_buf = buf;
-        self.order.push(((ci, ri, si), order));
+        self.scratch.order_buf = buf;
+        self.scratch.order.push(((ci, ri, si), order));
         order
     }
 
@@ -99,11 +99,12 @@ impl<'a> Allocator<'a> {
     /// Locks this request itself set are left out, so the order stays the same for all devices of
     /// the request (the search resumes at a position in it).
     fn with_tentative_joins(&mut self, ci: usize, ri: usize, si: usize, base: Order) -> Order {
-        if !self.input.consolidate || self.allocating_affinity.is_empty() {
+        if !self.input.consolidate || self.scratch.allocating_affinity.is_empty() {
             return base;
         }
         let rd = &self.reqs[ci][ri][si];
         let joins: Vec<DevIdx> = self
+            .scratch
             .allocating_affinity
             .iter()
             .filter(|&(&d, (values, holders))| {
@@ -132,16 +133,16 @@ impl<'a> Allocator<'a> {
                 _ => false,
             })
             .count();
-        let start = self.order_buf.len();
+        let start = self.scratch.order_buf.len();
         for pos in 0..persistent {
             let d = self.order_at(base, pos);
-            self.order_buf.push(d);
+            self.scratch.order_buf.push(d);
         }
         for tentative in [true, false] {
             for pos in persistent..len {
                 let d = self.order_at(base, pos);
                 if joins.contains(&d) == tentative {
-                    self.order_buf.push(d);
+                    self.scratch.order_buf.push(d);
                 }
             }
         }

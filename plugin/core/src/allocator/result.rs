@@ -23,14 +23,14 @@ impl<'a> Allocator<'a> {
             for ch in chosen {
                 let entry = index.device(ch.dev);
                 let pool = &index.pools[entry.pool];
-                let rd = &self.reqs[ci][ch.req.0][ch.req.1];
+                let fields = self.fields(&self.reqs[ci][ch.req.0][ch.req.1]);
                 results.push(DeviceRequestAllocationResult {
-                    request: rd.full_name(),
+                    request: fields.full_name(),
                     driver: pool.driver.clone(),
                     pool: pool.name.clone(),
                     device: entry.device.name.clone(),
                     admin_access: ch.admin.then_some(true),
-                    tolerations: rd.tolerations.to_vec(),
+                    tolerations: fields.tolerations.to_vec(),
                     binding_conditions: entry.device.binding_conditions.clone(),
                     binding_failure_conditions: entry.device.binding_failure_conditions.clone(),
                     share_id: None,
@@ -40,7 +40,7 @@ impl<'a> Allocator<'a> {
                             .capacity
                             .keys()
                             .cloned()
-                            .zip(consumption(rd, entry))
+                            .zip(consumption(fields.capacity, entry))
                             .collect()
                     }),
                 });
@@ -51,7 +51,7 @@ impl<'a> Allocator<'a> {
                     shared: ch.shared,
                 });
             }
-            let config = self.configs(ci, claim);
+            let config = self.configs(ci, claim)?;
             let node_selector = self.node_selector(chosen)?;
             out.push(ClaimResult {
                 allocation: AllocationResult {
@@ -67,7 +67,11 @@ impl<'a> Allocator<'a> {
 
     /// Class configs (each class once, with the requests using it), then claim configs for the
     /// allocated requests; a config covering every request gets an empty `requests` list.
-    pub(super) fn configs(&self, ci: usize, claim: &ResourceClaim) -> Vec<DeviceAllocationConfiguration> {
+    pub(super) fn configs(
+        &self,
+        ci: usize,
+        claim: &ResourceClaim,
+    ) -> Result<Vec<DeviceAllocationConfiguration>, String> {
         let mut out: Vec<DeviceAllocationConfiguration> = Vec::new();
         let mut class_ranges: HashMap<&str, (usize, usize)> = HashMap::new();
         let mut names = Vec::new();
@@ -77,10 +81,15 @@ impl<'a> Allocator<'a> {
             } else {
                 0
             };
-            let rd = &per_req[si];
-            let name = rd.full_name();
-            names.push((rd.request.to_string(), name.clone()));
-            let class = &rd.class;
+            let fields = self.fields(&per_req[si]);
+            let name = fields.full_name();
+            names.push((fields.request.to_string(), name.clone()));
+            let class = self.input.classes.get(fields.class_name).ok_or_else(|| {
+                format!(
+                    "internal: device class {} of a prepared request not found",
+                    fields.class_name
+                )
+            })?;
             if let Some(&(start, end)) = class_ranges.get(class.metadata.name.as_str()) {
                 for c in &mut out[start..end] {
                     c.requests.push(name.clone());
@@ -121,7 +130,7 @@ impl<'a> Allocator<'a> {
                 c.requests.clear();
             }
         }
-        out
+        Ok(out)
     }
 
     /// Where a device is available: pinned to its node (a node name), or the node selector of

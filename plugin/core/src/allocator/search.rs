@@ -7,25 +7,26 @@ use crate::affinity::LockState;
 use crate::capacity;
 use crate::counters::CounterState;
 use crate::index::{DevIdx, Index, device_node_matches};
-use crate::model::DeviceToleration;
+use crate::model::{DeviceToleration, Map};
 use crate::quantity::Quantity;
 use crate::taints;
 
 impl<'a> Allocator<'a> {
     /// Upstream `CmpRequestOverCapacity`: `None` when the request names a capacity the device
     /// lacks (the device is skipped), else whether every capacity stays within its value.
-    pub(super) fn capacity_fits(&self, rd: &ReqData<'_>, d: DevIdx) -> Option<bool> {
+    pub(super) fn capacity_fits(&self, rd: &ReqData, d: DevIdx) -> Option<bool> {
         let entry = self.input.index.device(d);
         let caps = &entry.device.capacity;
-        if let Some(req) = rd.capacity
+        let requested = self.fields(rd).capacity;
+        if let Some(req) = requested
             && req.keys().any(|k| !caps.contains_key(k))
         {
             return None;
         }
         let allocated = &self.device_use(d).consumed;
-        let allocating = self.allocating_capacity.get(&d);
+        let allocating = self.scratch.allocating_capacity.get(&d);
         for (i, (name, cap)) in caps.iter().enumerate() {
-            let consumed = capacity::consumed_capacity(rd.capacity.and_then(|r| r.get(name)), cap);
+            let consumed = capacity::consumed_capacity(requested.and_then(|r| r.get(name)), cap);
             if capacity::violates_policy(&consumed, cap.request_policy.as_deref()) {
                 return Some(false);
             }
@@ -58,11 +59,16 @@ impl<'a> Allocator<'a> {
     }
 
     pub(super) fn device_in_use(&self, d: DevIdx) -> bool {
-        self.device_use(d).dedicated || self.allocating_devices.get(&d).is_some_and(|v| !v.is_empty())
+        self.device_use(d).dedicated
+            || self
+                .scratch
+                .allocating_devices
+                .get(&d)
+                .is_some_and(|v| !v.is_empty())
     }
 
     pub(super) fn capacity_in_use(&self, d: DevIdx) -> bool {
-        self.device_use(d).shared || self.allocating_capacity.contains_key(&d)
+        self.device_use(d).shared || self.scratch.allocating_capacity.contains_key(&d)
     }
 
     pub(super) fn allocate_one(&mut self, r: Pos, in_sub: bool, start: usize) -> Result<bool, Stop> {
@@ -151,6 +157,7 @@ impl<'a> Allocator<'a> {
             let admin = self.reqs[r.claim][r.request][r.sub].admin;
             if admin
                 && self
+                    .scratch
                     .allocating_devices
                     .get(&d)
                     .is_some_and(|v| v.contains(&r.claim))
@@ -161,7 +168,7 @@ impl<'a> Allocator<'a> {
                 continue;
             }
             let rd = &self.reqs[r.claim][r.request][r.sub];
-            if !selectable(self.input, r.claim, rd, d)? {
+            if !selectable(self.input, rd, d)? {
                 continue;
             }
             let Some(undo) = self.allocate_device(r, d, false)? else {
@@ -201,6 +208,7 @@ impl<'a> Allocator<'a> {
         if !ama
             && rd.admin
             && self
+                .scratch
                 .allocating_devices
                 .get(&d)
                 .is_some_and(|v| v.contains(&r.claim))
@@ -210,7 +218,8 @@ impl<'a> Allocator<'a> {
         if !rd.admin && self.device_in_use(d) {
             return Ok(None);
         }
-        if !all_taints_ok(entry, rd.tolerations) {
+        let fields = self.fields(rd);
+        if !all_taints_ok(entry, fields.tolerations) {
             return Ok(None);
         }
         if self.capacity_fits(rd, d) != Some(true) {
@@ -256,10 +265,10 @@ impl<'a> Allocator<'a> {
             .map_or(&mut [][..], Vec::as_mut_slice);
         for i in 0..constraints.len() {
             let value = lookup(entry, driver, constraints[i].attribute());
-            if !constraints[i].add(rd.request, rd.sub, value) {
+            if !constraints[i].add(fields.request, fields.sub, value) {
                 for c in &mut constraints[..i] {
                     let value = lookup(entry, driver, c.attribute());
-                    c.remove(rd.request, rd.sub, value);
+                    c.remove(fields.request, fields.sub, value);
                 }
                 if let Some(p) = counters_pool {
                     self.counters.release(p, &entry.device.consumes_counters);
@@ -268,14 +277,14 @@ impl<'a> Allocator<'a> {
                     return Err(Stop::Fatal(format!(
                         "claim {}, request {}: cannot add device {} because a claim constraint would not be satisfied",
                         self.input.claims[r.claim].key,
-                        rd.full_name(),
+                        fields.full_name(),
                         entry.key
                     )));
                 }
                 return Ok(None);
             }
         }
-        let (request, sub, admin) = (rd.request, rd.sub, rd.admin);
+        let (request, sub, admin) = (fields.request, fields.sub, rd.admin);
         let mut undo = Undo {
             claim: r.claim,
             dev: d,
@@ -290,7 +299,7 @@ impl<'a> Allocator<'a> {
         if ama {
             let caps = &entry.device.capacity;
             let zero = || Quantity::from_i64(0);
-            let slot = self.allocating_capacity.or_insert_reused(
+            let slot = self.scratch.allocating_capacity.or_insert_reused(
                 d,
                 |v| {
                     v.clear();
@@ -298,7 +307,7 @@ impl<'a> Allocator<'a> {
                 },
                 || vec![zero(); caps.len()],
             );
-            for (cur, q) in slot.iter_mut().zip(consumption(rd, entry)) {
+            for (cur, q) in slot.iter_mut().zip(consumption(fields.capacity, entry)) {
                 if let Some(v) = cur.checked_add(&q) {
                     *cur = v;
                 }
@@ -306,12 +315,16 @@ impl<'a> Allocator<'a> {
             undo.capacity = true;
             shared = true;
         } else {
-            self.allocating_devices
+            self.scratch
+                .allocating_devices
                 .or_insert_reused(d, Vec::clear, Vec::new)
                 .push(r.claim);
         }
         if let Some(w) = &wanted {
-            let slot = self.allocating_affinity.or_insert_with(d, || (w.clone(), 0));
+            let slot = self
+                .scratch
+                .allocating_affinity
+                .or_insert_with(d, || (w.clone(), 0));
             slot.1 += 1;
             undo.affinity = true;
         }
@@ -350,24 +363,26 @@ pub fn init_pool_counters(counters: &mut CounterState, index: &Index, uses: &[De
 /// the device and the expression: they are cached per (device, compiled selector) across nodes,
 /// pods and cycles, in the slice-derived state (dropped when slices change). Errors are not
 /// cached (their text names the claim).
-pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevIdx) -> Result<bool, String> {
+pub(super) fn selectable(input: &Input<'_>, rd: &ReqData, d: DevIdx) -> Result<bool, String> {
     let index = input.index;
     let entry = index.device(d);
     let pool = &index.pools[entry.pool];
     // Built at the first selector whose result is not cached, once for the rest.
     let mut dev = None;
     for (i, (from_class, compiled)) in rd.selectors.iter().enumerate() {
-        let expr = rd.expression(i);
+        // Formatted only into an error.
         let owner = || {
-            if *from_class {
-                format!("class {}", rd.class.metadata.name)
-            } else {
-                format!("claim {}", input.claims[ci].key)
-            }
+            let (class, expr) = super::selector_source(input, rd, i);
+            let owner = match class {
+                Some(class) if *from_class => format!("class {}", class.metadata.name),
+                _ => format!("claim {}", input.claims[rd.claim].key),
+            };
+            (owner, expr)
         };
-        let sel = compiled
-            .as_ref()
-            .map_err(|e| format!("{}: selector {expr:?}: CEL compile error: {e}", owner()))?;
+        let sel = compiled.as_ref().map_err(|e| {
+            let (owner, expr) = owner();
+            format!("{owner}: selector {expr:?}: CEL compile error: {e}")
+        })?;
         let cached = input.selector_cache.get(d, sel.id());
         let m = match cached {
             Some(m) => m,
@@ -377,13 +392,13 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
                     None => dev.insert(
                         entry
                             .cel(&pool.driver)
-                            .map_err(|e| format!("{}: device {}: {e}", owner(), entry.key))?,
+                            .map_err(|e| format!("{}: device {}: {e}", owner().0, entry.key))?,
                     ),
                 };
                 let m = sel.matches(dev).map_err(|e| {
+                    let (owner, expr) = owner();
                     format!(
-                        "{}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
-                        owner(),
+                        "{owner}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
                         entry.key
                     )
                 })?;
@@ -405,14 +420,14 @@ pub(super) fn selectable(input: &Input<'_>, ci: usize, rd: &ReqData<'_>, d: DevI
 /// The capacity a request consumes on a device, aligned with the device's `capacity` map (what
 /// a shared allocation adds to the device's consumed capacity).
 pub(super) fn consumption<'x>(
-    rd: &'x ReqData<'_>,
+    requested: Option<&'x Map<String, Quantity>>,
     entry: &'x crate::index::DeviceEntry,
 ) -> impl Iterator<Item = Quantity> + 'x {
     entry
         .device
         .capacity
         .iter()
-        .map(move |(n, cap)| capacity::consumed_capacity(rd.capacity.and_then(|q| q.get(n)), cap))
+        .map(move |(n, cap)| capacity::consumed_capacity(requested.and_then(|q| q.get(n)), cap))
 }
 
 fn all_taints_ok(entry: &crate::index::DeviceEntry, tolerations: &[DeviceToleration]) -> bool {

@@ -28,23 +28,23 @@ impl<'a> Allocator<'a> {
             c.remove(undo.request, undo.sub, value);
         }
         if undo.dedicated
-            && let Some(v) = self.allocating_devices.get_mut(&undo.dev)
+            && let Some(v) = self.scratch.allocating_devices.get_mut(&undo.dev)
             && let Some(p) = v.iter().rposition(|c| *c == undo.claim)
         {
             v.remove(p);
             if v.is_empty() {
-                self.allocating_devices.recycle(&undo.dev);
+                self.scratch.allocating_devices.recycle(&undo.dev);
             }
         }
         if undo.capacity {
             // The chosen result is still last: what it consumed is taken back.
-            let rd = self.results[undo.claim]
+            let requested = self.results[undo.claim]
                 .last()
-                .map(|ch| &self.reqs[undo.claim][ch.req.0][ch.req.1]);
-            if let Some(slot) = self.allocating_capacity.get_mut(&undo.dev)
-                && let Some(rd) = rd
+                .map(|ch| self.fields(&self.reqs[undo.claim][ch.req.0][ch.req.1]).capacity);
+            if let Some(slot) = self.scratch.allocating_capacity.get_mut(&undo.dev)
+                && let Some(requested) = requested
             {
-                for (cur, q) in slot.iter_mut().zip(consumption(rd, entry)) {
+                for (cur, q) in slot.iter_mut().zip(consumption(requested, entry)) {
                     if let Some(v) = cur.checked_sub(&q) {
                         *cur = v;
                     }
@@ -58,18 +58,18 @@ impl<'a> Allocator<'a> {
                 .filter(|ch| ch.dev == undo.dev)
                 .count();
             if others <= 1 {
-                self.allocating_capacity.recycle(&undo.dev);
+                self.scratch.allocating_capacity.recycle(&undo.dev);
             }
         }
         if let Some(p) = undo.counters {
             self.counters.release(p, &entry.device.consumes_counters);
         }
         if undo.affinity
-            && let Some(slot) = self.allocating_affinity.get_mut(&undo.dev)
+            && let Some(slot) = self.scratch.allocating_affinity.get_mut(&undo.dev)
         {
             slot.1 -= 1;
             if slot.1 == 0 {
-                self.allocating_affinity.remove(&undo.dev);
+                self.scratch.allocating_affinity.remove(&undo.dev);
             }
         }
         self.results[undo.claim].pop();
