@@ -12,7 +12,10 @@ use std::fmt;
 use std::sync::Arc;
 
 use crate::cel::{CelCache, CelDevice};
-use crate::model::{self, AttributeValue, Node, NodeSelector, ResourceSlice, SharingAffinityExtractor};
+use crate::model::{
+    self, AttributeValue, CapacityRequestPolicy, DeviceCapacity, Map, Node, NodeSelector, ResourceSlice,
+    SharingAffinityExtractor,
+};
 use crate::node_selector;
 use crate::quantity::Quantity;
 use crate::taints::TaintRule;
@@ -68,18 +71,67 @@ pub struct DeviceData {
     /// The API object, shared with the stored ResourceSlice (or, for a device DeviceTaintRules
     /// taint, a copy with those taints).
     pub device: Arc<model::Device>,
+    /// The device's `capacity`, one shared copy for all devices of the index whose capacities
+    /// are written the same ([`CapacityShapes`]): the capacity check on every Filter call reads
+    /// names, values and policies that stay in the CPU cache from node to node, instead of each
+    /// device's own.
+    pub capacity: Arc<Map<String, DeviceCapacity>>,
     /// `allowMultipleAllocations`.
     pub allow_multiple: bool,
 }
 
 impl DeviceData {
-    fn new(key: DeviceKey, d: &Arc<model::Device>) -> Self {
+    fn new(key: DeviceKey, d: &Arc<model::Device>, shapes: &mut CapacityShapes) -> Self {
         DeviceData {
             key,
             allow_multiple: d.allow_multiple_allocations.unwrap_or(false),
+            capacity: shapes.intern(&d.capacity),
             device: Arc::clone(d),
         }
     }
+}
+
+/// The distinct device capacities of an index build, each kept once.
+///
+/// Two capacities are the same when they are written the same: names, and every quantity with
+/// its value and its format (the format decides how a consumed amount taken from a policy
+/// prints in an allocation result).
+#[derive(Default)]
+struct CapacityShapes {
+    by_hash: crate::FxHashMap<u64, Vec<Arc<Map<String, DeviceCapacity>>>>,
+}
+
+impl CapacityShapes {
+    fn intern(&mut self, capacity: &Map<String, DeviceCapacity>) -> Arc<Map<String, DeviceCapacity>> {
+        use std::hash::{Hash, Hasher};
+        let mut h = rustc_hash::FxHasher::default();
+        for (name, cap) in capacity.iter() {
+            name.hash(&mut h);
+            cap.value.nanos().hash(&mut h);
+        }
+        let same = self.by_hash.entry(h.finish()).or_default();
+        if let Some(shared) = same.iter().find(|c| same_capacities(c, capacity)) {
+            return Arc::clone(shared);
+        }
+        let shared = Arc::new(capacity.clone());
+        same.push(Arc::clone(&shared));
+        shared
+    }
+}
+
+/// Whether two capacity maps are written the same (see [`CapacityShapes`]).
+fn same_capacities(a: &Map<String, DeviceCapacity>, b: &Map<String, DeviceCapacity>) -> bool {
+    let policy = |a: Option<&CapacityRequestPolicy>, b: Option<&CapacityRequestPolicy>| match (a, b) {
+        (None, None) => true,
+        (Some(a), Some(b)) => std::ptr::eq(a, b) || a.identical(b),
+        _ => false,
+    };
+    a.len() == b.len()
+        && a.iter().zip(b.iter()).all(|((an, ac), (bn, bc))| {
+            an == bn
+                && ac.value.identical(&bc.value)
+                && policy(ac.request_policy.as_deref(), bc.request_policy.as_deref())
+        })
 }
 
 impl DeviceData {
@@ -273,6 +325,7 @@ impl Index {
                 .push(s);
         }
         let mut index = Index::default();
+        let mut shapes = CapacityShapes::default();
         for ((driver, pool_name), all) in grouped {
             let generation = all.iter().map(|s| s.spec.pool.generation).max().unwrap_or(0);
             let mut current: Vec<&ResourceSlice> = all
@@ -338,13 +391,13 @@ impl Index {
                     let data = match reused {
                         Some(data) => data,
                         None => {
-                            let data = DeviceData::new(key.clone(), d);
+                            let data = DeviceData::new(key.clone(), d, &mut shapes);
                             match rule_taints(rules, (&driver, &pool_name), &data) {
                                 Ok(extra) if extra.is_empty() => data,
                                 Ok(extra) => {
                                     let mut tainted = (**d).clone();
                                     tainted.taints.extend(extra);
-                                    DeviceData::new(key.clone(), &Arc::new(tainted))
+                                    DeviceData::new(key.clone(), &Arc::new(tainted), &mut shapes)
                                 }
                                 Err(e) => {
                                     if pool.invalid.is_none() {
@@ -532,6 +585,73 @@ mod tests {
             "devices":[{}]}}}}"#,
             devs.join(",")
         )
+    }
+
+    /// Devices whose capacities are written the same share one copy across slices and pools; a
+    /// difference in a name, a value, a quantity's format or a policy keeps them apart.
+    #[test]
+    fn equal_capacities_are_shared_across_the_index() {
+        let dev = |name: &str, cap: &str| format!(r#"{{"name":"{name}","capacity":{cap}}}"#);
+        let slice = |pool: &str, devices: &[String]| {
+            format!(
+                r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{pool}"}},
+                "spec":{{"driver":"d","nodeName":"n-{pool}","pool":{{"name":"{pool}","generation":1,"resourceSliceCount":1}},
+                "devices":[{}]}}}}"#,
+                devices.join(",")
+            )
+        };
+        let base = r#"{"slots":{"value":"16","requestPolicy":{"default":"1","validValues":["1","2"]}}}"#;
+        let json = [
+            slice("p", &[dev("a", base), dev("b", base)]),
+            slice(
+                "q",
+                &[
+                    dev("c", base),
+                    dev("milli", r#"{"slots":{"value":"16","requestPolicy":{"default":"1000m","validValues":["1","2"]}}}"#),
+                    dev("value", r#"{"slots":{"value":"17","requestPolicy":{"default":"1","validValues":["1","2"]}}}"#),
+                    dev("binary", r#"{"slots":{"value":"16","requestPolicy":{"default":"1","validValues":["1","2Ki"]}}}"#),
+                    dev("decimal", r#"{"slots":{"value":"16","requestPolicy":{"default":"1","validValues":["1","2048"]}}}"#),
+                    dev("name", r#"{"lanes":{"value":"16","requestPolicy":{"default":"1","validValues":["1","2"]}}}"#),
+                    dev("values", r#"{"slots":{"value":"16","requestPolicy":{"default":"1","validValues":["1"]}}}"#),
+                    dev("none", r#"{"slots":{"value":"16"}}"#),
+                    dev("none2", r#"{"slots":{"value":"16"}}"#),
+                ],
+            ),
+        ]
+        .join("\n");
+        let idx = Index::build(&slices(&json));
+        let cap = |pool: &str, name: &str| {
+            idx.devices[idx.by_key[&DeviceKey::new("d", pool, name)] as usize]
+                .capacity
+                .clone()
+        };
+        assert!(Arc::ptr_eq(&cap("p", "a"), &cap("p", "b")));
+        assert!(Arc::ptr_eq(&cap("p", "a"), &cap("q", "c")), "shared across pools");
+        assert!(Arc::ptr_eq(&cap("q", "none"), &cap("q", "none2")));
+        // "1000m" prints as "1" (a quantity's text follows from its value and format).
+        assert!(Arc::ptr_eq(&cap("p", "a"), &cap("q", "milli")));
+        // Equal values in different formats print differently.
+        assert!(!Arc::ptr_eq(&cap("q", "binary"), &cap("q", "decimal")));
+        for other in ["value", "name", "values", "none", "binary"] {
+            assert!(!Arc::ptr_eq(&cap("p", "a"), &cap("q", other)), "{other} differs");
+        }
+        // The shared copy is the device's capacity as written.
+        let device = &idx.devices[idx.by_key[&DeviceKey::new("d", "q", "milli")] as usize];
+        assert_eq!(*device.capacity, device.device.capacity);
+        assert_eq!(
+            device
+                .capacity
+                .get("slots")
+                .unwrap()
+                .request_policy
+                .as_ref()
+                .unwrap()
+                .default
+                .as_ref()
+                .unwrap()
+                .to_string(),
+            "1"
+        );
     }
 
     #[test]

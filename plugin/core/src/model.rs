@@ -594,6 +594,38 @@ pub struct CapacityRequestPolicy {
     pub valid_range: Option<Box<CapacityRequestPolicyRange>>,
 }
 
+impl CapacityRequestPolicy {
+    /// Equal and printed the same ([`Quantity::identical`] for every quantity): a consumed
+    /// amount taken from a policy prints as the policy writes it, so only identical policies
+    /// may be shared between devices.
+    pub fn identical(&self, other: &CapacityRequestPolicy) -> bool {
+        fn opt(a: Option<&Quantity>, b: Option<&Quantity>) -> bool {
+            match (a, b) {
+                (None, None) => true,
+                (Some(a), Some(b)) => a.identical(b),
+                _ => false,
+            }
+        }
+        let range = match (self.valid_range.as_deref(), other.valid_range.as_deref()) {
+            (None, None) => true,
+            (Some(a), Some(b)) => {
+                a.min.identical(&b.min)
+                    && opt(a.max.as_ref(), b.max.as_ref())
+                    && opt(a.step.as_ref(), b.step.as_ref())
+            }
+            _ => false,
+        };
+        range
+            && opt(self.default.as_ref(), other.default.as_ref())
+            && self.valid_values.len() == other.valid_values.len()
+            && self
+                .valid_values
+                .iter()
+                .zip(&other.valid_values)
+                .all(|(a, b)| a.identical(b))
+    }
+}
+
 /// `CapacityRequestPolicyRange`.
 #[derive(Clone, Debug, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
@@ -1120,7 +1152,7 @@ mod shared_devices {
         s.collect_seq(devices.iter().map(|d| &**d))
     }
 
-    /// Decodes the devices; equal capacity request policies within the slice share one
+    /// Decodes the devices; identical capacity request policies within the slice share one
     /// allocation (a driver usually publishes the same policy for every device of a slice).
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Vec<Arc<Device>>, D::Error> {
         let mut devices = Vec::<Device>::deserialize(d)?;
@@ -1130,7 +1162,7 @@ mod shared_devices {
             .flat_map(|d| d.capacity.values_mut())
             .filter_map(|c| c.request_policy.as_mut())
         {
-            match distinct.iter().find(|p| **p == *policy) {
+            match distinct.iter().find(|p| p.identical(policy)) {
                 Some(p) => *policy = Arc::clone(p),
                 None if distinct.len() < MAX_DISTINCT => distinct.push(Arc::clone(policy)),
                 None => {}
@@ -1148,14 +1180,16 @@ mod shared_devices {
 mod tests {
     use super::{AttributeValue, DeviceAttribute, OpaqueDeviceConfiguration, Parameters};
 
-    /// Equal request policies of one slice's devices share one allocation; a different one does
-    /// not, and the slice writes back what was read.
+    /// Identical request policies of one slice's devices share one allocation; a different one
+    /// (also one only written differently) does not, and the slice writes back what was read.
     #[test]
     fn equal_request_policies_of_a_slice_are_shared() {
         let text = r#"{"driver":"d","pool":{"name":"p","generation":1,"resourceSliceCount":1},"devices":[
             {"name":"a","capacity":{"s":{"value":"16","requestPolicy":{"default":"1","validValues":["1"]}}}},
             {"name":"b","capacity":{"s":{"value":"16","requestPolicy":{"default":"1","validValues":["1"]}}}},
-            {"name":"c","capacity":{"s":{"value":"16","requestPolicy":{"default":"2","validValues":["2"]}}}}]}"#;
+            {"name":"c","capacity":{"s":{"value":"16","requestPolicy":{"default":"2","validValues":["2"]}}}},
+            {"name":"d","capacity":{"s":{"value":"16","requestPolicy":{"default":"2048","validValues":["2048"]}}}},
+            {"name":"e","capacity":{"s":{"value":"16","requestPolicy":{"default":"2Ki","validValues":["2Ki"]}}}}]}"#;
         let spec: super::ResourceSliceSpec = serde_json::from_str(text).unwrap();
         let policy = |i: usize| {
             spec.devices[i]
@@ -1168,6 +1202,9 @@ mod tests {
         };
         assert!(std::sync::Arc::ptr_eq(&policy(0), &policy(1)));
         assert!(!std::sync::Arc::ptr_eq(&policy(0), &policy(2)));
+        // Equal values written differently print differently: not shared.
+        assert_eq!(policy(3), policy(4));
+        assert!(!std::sync::Arc::ptr_eq(&policy(3), &policy(4)));
         let back: serde_json::Value = serde_json::to_value(&spec).unwrap();
         let read: serde_json::Value = serde_json::from_str(text).unwrap();
         assert_eq!(back["devices"], read["devices"]);

@@ -121,6 +121,12 @@ impl Quantity {
         self.format
     }
 
+    /// Equal and printed the same: the same value in the same format (`==` compares values
+    /// only: `2Ki == 2048`, but they print differently).
+    pub fn identical(&self, other: &Quantity) -> bool {
+        self.nanos == other.nanos && self.format == other.format
+    }
+
     /// The same value printed in another format.
     pub fn with_format(self, format: Format) -> Self {
         Quantity { format, ..self }

@@ -368,7 +368,8 @@ fn all_mode_device_sets_are_per_node_within_a_cycle() {
                "spec":{"driver":DRIVER,"nodeName":node_name,"pool":{"name":pool,"generation":1,"resourceSliceCount":1},
                        "devices": devices.iter().map(|d| json!({"name": d})).collect::<Vec<_>>()}})
     };
-    let all = Req(json!({"name": "gpus", "exactly": {"deviceClassName": "class-a", "allocationMode": "All"}}));
+    let all =
+        Req(json!({"name": "gpus", "exactly": {"deviceClassName": "class-a", "allocationMode": "All"}}));
     let objects = vec![
         node(NODE),
         node("node-2"),

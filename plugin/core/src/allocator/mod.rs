@@ -58,10 +58,9 @@ impl AllocatedState {
         let entry = index.device(d);
         let key = &entry.key;
         let consumed = match self.capacity.get(key) {
-            Some(used) if !entry.device.capacity.is_empty() => {
+            Some(used) if !entry.capacity.is_empty() => {
                 let zero = Quantity::from_i64(0);
                 entry
-                    .device
                     .capacity
                     .keys()
                     .map(|name| used.get(name).unwrap_or(&zero).clone())

@@ -34,9 +34,8 @@ impl<'a> Allocator<'a> {
                     binding_conditions: entry.device.binding_conditions.clone(),
                     binding_failure_conditions: entry.device.binding_failure_conditions.clone(),
                     share_id: None,
-                    consumed_capacity: (ch.shared && !entry.device.capacity.is_empty()).then(|| {
+                    consumed_capacity: (ch.shared && !entry.capacity.is_empty()).then(|| {
                         entry
-                            .device
                             .capacity
                             .keys()
                             .cloned()

@@ -16,7 +16,7 @@ impl<'a> Allocator<'a> {
     /// lacks (the device is skipped), else whether every capacity stays within its value.
     pub(super) fn capacity_fits(&self, rd: &ReqData, d: DevIdx) -> Option<bool> {
         let entry = self.input.index.device(d);
-        let caps = &entry.device.capacity;
+        let caps = &*entry.capacity;
         let requested = self.fields(rd).capacity;
         if let Some(req) = requested
             && req.keys().any(|k| !caps.contains_key(k))
@@ -297,7 +297,7 @@ impl<'a> Allocator<'a> {
         };
         let mut shared = false;
         if ama {
-            let caps = &entry.device.capacity;
+            let caps = &*entry.capacity;
             let zero = || Quantity::from_i64(0);
             let slot = self.scratch.allocating_capacity.or_insert_reused(
                 d,
@@ -424,7 +424,6 @@ pub(super) fn consumption<'x>(
     entry: &'x crate::index::DeviceEntry,
 ) -> impl Iterator<Item = Quantity> + 'x {
     entry
-        .device
         .capacity
         .iter()
         .map(move |(n, cap)| capacity::consumed_capacity(requested.and_then(|q| q.get(n)), cap))
