@@ -267,12 +267,12 @@ impl Plugin {
     }
 
     /// Filter for one node of the current cycle.
-    pub fn filter(&mut self, node: &str) -> Status {
-        let Some((id, _)) = self.nodes.get(node) else {
+    pub fn filter(&mut self, node_name: &str) -> Status {
+        let Some((id, node)) = self.nodes.get(node_name) else {
             // Not recorded: Score and Reserve name the missing node themselves.
-            return self.fail_unknown(node);
+            return self.fail_unknown(node_name);
         };
-        let result = self.compute(id, node);
+        let result = self.compute((id, node), node_name);
         let status = result.status.clone();
         if let Some(c) = &mut self.cycle {
             // A node Filtered again keeps its place among the nodes PreScore named.
@@ -297,7 +297,8 @@ impl Plugin {
         }
     }
 
-    fn compute(&mut self, id: u32, node_name: &str) -> NodeResult {
+    /// Filter's result for `node` (id `id`, name `node_name`).
+    fn compute(&self, (id, node): (u32, &crate::model::Node), node_name: &str) -> NodeResult {
         let fail = |status: Status| NodeResult {
             status,
             allocation: None,
@@ -312,9 +313,6 @@ impl Plugin {
         if !cycle.status.is_success() {
             return fail(cycle.status.clone());
         }
-        let Some((_, node)) = self.nodes.get(node_name) else {
-            return fail(Status::unresolvable(format!("node {node_name} not found")));
-        };
         for c in &cycle.claims {
             if let Some(a) = &c.claim.status.allocation
                 && let Some(sel) = &a.node_selector
