@@ -21,13 +21,17 @@ use crate::quantity::Quantity;
 use crate::taints::TaintRule;
 
 /// Identifies a device across the cluster: `driver/pool/device`, as upstream's `DeviceID`.
+///
+/// A thin pointer (`Arc<String>`, not `Arc<str>`): the key sits in every [`DeviceEntry`], which
+/// Filter reads for each candidate device, while the text itself is read only to look a device
+/// up or to name it.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct DeviceKey(Arc<str>);
+pub struct DeviceKey(Arc<String>);
 
 impl DeviceKey {
     /// Builds the key from its parts.
     pub fn new(driver: &str, pool: &str, device: &str) -> Self {
-        DeviceKey(Arc::from(format!("{driver}/{pool}/{device}")))
+        DeviceKey(Arc::new(format!("{driver}/{pool}/{device}")))
     }
     /// The key as `driver/pool/device`.
     pub fn as_str(&self) -> &str {
