@@ -76,7 +76,7 @@ pub struct DeviceData {
     /// taint, a copy with those taints).
     pub device: Arc<model::Device>,
     /// The device's `capacity`, one shared copy for all devices of the index whose capacities
-    /// are written the same ([`CapacityShapes`]): the capacity check on every Filter call reads
+    /// are written the same (names, values and formats): the capacity check on every Filter call reads
     /// names, values and policies that stay in the CPU cache from node to node, instead of each
     /// device's own.
     pub capacity: Arc<Map<String, DeviceCapacity>>,
