@@ -570,10 +570,9 @@ struct Allocator<'a> {
     input: &'a Input<'a>,
     /// Candidate devices of the node in first-fit order (valid, complete pools only).
     cands: std::sync::Arc<[DevIdx]>,
-    /// Per claim, per request, per subrequest (or one); shared with the cycle cache.
+    /// Per claim, per request, per subrequest (or one); shared with the cycle cache. Empty until
+    /// [`Allocator::prepare`] when the cycle cache had none.
     reqs: std::sync::Arc<Reqs>,
-    /// `reqs` holds the input's requests (from the cycle cache, or after [`Allocator::prepare`]).
-    prepared: bool,
     selected_sub: FxHashMap<(usize, usize), usize>,
     /// Per claim, up to the last claim that has constraints (a claim past the end has none).
     constraints: Vec<Vec<Constraint>>,

@@ -12,12 +12,12 @@ use crate::quantity::Quantity;
 use crate::taints;
 
 impl<'a> Allocator<'a> {
-    /// Upstream `CmpRequestOverCapacity`: `None` when the request names a capacity the device
-    /// lacks (the device is skipped), else whether every capacity stays within its value.
-    pub(super) fn capacity_fits(&self, rd: &ReqData, d: DevIdx) -> Option<bool> {
+    /// Upstream `CmpRequestOverCapacity` for a request asking for `requested`: `None` when it
+    /// names a capacity the device lacks (the device is skipped), else whether every capacity
+    /// stays within its value.
+    pub(super) fn capacity_fits(&self, requested: Option<&Map<String, Quantity>>, d: DevIdx) -> Option<bool> {
         let entry = self.input.index.device(d);
         let caps = &*entry.capacity;
-        let requested = self.fields(rd).capacity;
         if let Some(req) = requested
             && req.keys().any(|k| !caps.contains_key(k))
         {
@@ -222,7 +222,7 @@ impl<'a> Allocator<'a> {
         if !all_taints_ok(entry, fields.tolerations) {
             return Ok(None);
         }
-        if self.capacity_fits(rd, d) != Some(true) {
+        if self.capacity_fits(fields.capacity, d) != Some(true) {
             return Ok(None);
         }
         // Sharing affinity, next to the capacity check.

@@ -32,7 +32,6 @@ impl<'a> Allocator<'a> {
         Allocator {
             input,
             cands: input.candidates.clone(),
-            prepared: reqs.is_some(),
             reqs: reqs.unwrap_or_default(),
             selected_sub: FxHashMap::default(),
             constraints: Vec::new(),
@@ -62,9 +61,11 @@ impl<'a> Allocator<'a> {
     /// device set depends on the node).
     pub(super) fn prepare(&mut self) -> Result<(), String> {
         let input = self.input;
+        // Requests from the cycle cache cover every claim; otherwise there are none yet.
+        let build = self.reqs.len() != input.claims.len();
         let mut reqs = Reqs::new();
         for (ci, c) in input.claims.iter().enumerate() {
-            if !self.prepared {
+            if build {
                 reqs.push(self.claim_requests(ci)?);
             }
             let cons = claim_constraints(c)?;
@@ -75,14 +76,13 @@ impl<'a> Allocator<'a> {
             }
             self.results.push(SmallVec::new());
         }
-        if !self.prepared {
+        if build {
             let reqs = Arc::new(reqs);
             let all = reqs.iter().flatten().flatten().any(|rd| rd.mode == Mode::All);
             if !all && Self::cacheable(input) {
                 *input.cycle_cache.reqs.borrow_mut() = Some(Arc::clone(&reqs));
             }
             self.reqs = reqs;
-            self.prepared = true;
         }
         Ok(())
     }
@@ -226,7 +226,7 @@ impl<'a> Allocator<'a> {
                         // capacity-insufficient shared devices: a lock to other values, an
                         // unreconstructable device, strict gating failing for this request.
                         if selectable(self.input, &rd, d)?
-                            && self.capacity_fits(&rd, d) == Some(true)
+                            && self.capacity_fits(fields.capacity, d) == Some(true)
                             && self.persistently_viable(&rd, d)
                         {
                             rd.all_devices.push(d);

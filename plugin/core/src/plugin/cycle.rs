@@ -268,13 +268,13 @@ impl Plugin {
 
     /// Filter for one node of the current cycle.
     pub fn filter(&mut self, node_name: &str) -> Status {
-        let Some((id, node)) = self.nodes.get(node_name) else {
-            // Not recorded: Score and Reserve name the missing node themselves.
-            return self.fail_unknown(node_name);
-        };
-        let result = self.compute((id, node), node_name);
+        let node = self.nodes.get(node_name);
+        let result = self.compute(node, node_name);
         let status = result.status.clone();
-        if let Some(c) = &mut self.cycle {
+        // A node the plugin does not know is not recorded: Score and Reserve name it themselves.
+        if let Some((id, _)) = node
+            && let Some(c) = &mut self.cycle
+        {
             // A node Filtered again keeps its place among the nodes PreScore named.
             if c.nodes.insert(id, result).is_some_and(|old| old.named)
                 && let Some(r) = c.nodes.get_mut(&id)
@@ -288,17 +288,8 @@ impl Plugin {
         status
     }
 
-    /// Filter's verdict for a node the plugin does not know: the cycle's failure first.
-    fn fail_unknown(&self, node: &str) -> Status {
-        match self.cycle("filter") {
-            Err(s) => s,
-            Ok(c) if !c.status.is_success() => c.status.clone(),
-            Ok(_) => Status::unresolvable(format!("node {node} not found")),
-        }
-    }
-
-    /// Filter's result for `node` (id `id`, name `node_name`).
-    fn compute(&self, (id, node): (u32, &crate::model::Node), node_name: &str) -> NodeResult {
+    /// Filter's result for the node named `node_name` (its id and object; `None`: not known).
+    fn compute(&self, node: Option<(u32, &crate::model::Node)>, node_name: &str) -> NodeResult {
         let fail = |status: Status| NodeResult {
             status,
             allocation: None,
@@ -313,6 +304,9 @@ impl Plugin {
         if !cycle.status.is_success() {
             return fail(cycle.status.clone());
         }
+        let Some((id, node)) = node else {
+            return fail(Status::unresolvable(format!("node {node_name} not found")));
+        };
         for c in &cycle.claims {
             if let Some(a) = &c.claim.status.allocation
                 && let Some(sel) = &a.node_selector
