@@ -295,6 +295,23 @@ impl fmt::Display for Rejection {
 /// An applicable extractor set: its interned id and the extractors.
 type AppSet = (u32, Vec<ExtId>);
 
+/// [`Extractors::set_of`]: a device's applicable extractor set in brief.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SetOf {
+    /// No extractor applies.
+    Empty,
+    /// The set's interned id ([`Extractors::applicable_set`]); not empty.
+    Set(u32),
+    /// An invalid set (the device is not viable), or an id past the compact codes: see
+    /// [`Extractors::applicable_set`].
+    Other,
+}
+
+impl SetOf {
+    const EMPTY: u32 = u32::MAX;
+    const OTHER: u32 = u32::MAX - 1;
+}
+
 /// The extractors of all pools, and which apply to each device (computed lazily, once).
 pub struct Extractors {
     /// All extractors.
@@ -310,6 +327,10 @@ pub struct Extractors {
     /// Per group: its first extractor, the one that is evaluated.
     pub groups: Vec<ExtId>,
     applicable: Vec<std::sync::OnceLock<Result<AppSet, String>>>,
+    /// Per device: [`Extractors::set_of`]'s answer in four bytes (see [`SetOf`]), so that the
+    /// search's device loop reads one cache line for a node's devices where `applicable` takes
+    /// several.
+    set_codes: Vec<std::sync::OnceLock<u32>>,
     /// Interned applicable sets ([`Extractors::applicable_set`]), by their extractors' groups.
     sets: std::cell::RefCell<crate::FxHashMap<Vec<usize>, u32>>,
     /// Interned affinity values ([`Extractors::intern`]).
@@ -452,6 +473,9 @@ impl Extractors {
         let applicable = (0..index.devices.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
+        let set_codes = (0..index.devices.len())
+            .map(|_| std::sync::OnceLock::new())
+            .collect();
         let mut by_keys: std::collections::HashMap<&Map<String, String>, usize> =
             std::collections::HashMap::new();
         let mut groups = Vec::new();
@@ -472,6 +496,7 @@ impl Extractors {
             group,
             groups,
             applicable,
+            set_codes,
             sets: Default::default(),
             values: Default::default(),
             interning_full: Default::default(),
@@ -522,6 +547,25 @@ impl Extractors {
             .as_ref()
             .map(|(id, ids)| (*id, ids.as_slice()))
             .map_err(Clone::clone)
+    }
+
+    /// [`Extractors::applicable_set`] in brief: whether no extractor applies, or the set's id. A
+    /// device whose set is invalid (or whose id is past the codes) answers [`SetOf::Other`]: ask
+    /// [`Extractors::applicable_set`].
+    pub fn set_of(&self, index: &Index, cel: &CelCache, dev: DevIdx) -> SetOf {
+        let Some(code) = self.set_codes.get(dev as usize) else {
+            return SetOf::Other;
+        };
+        let code = *code.get_or_init(|| match self.applicable_set(index, cel, dev) {
+            Ok((_, ids)) if ids.is_empty() => SetOf::EMPTY,
+            Ok((id, _)) if id < SetOf::OTHER => id,
+            _ => SetOf::OTHER,
+        });
+        match code {
+            SetOf::EMPTY => SetOf::Empty,
+            SetOf::OTHER => SetOf::Other,
+            id => SetOf::Set(id),
+        }
     }
 
     fn compute_applicable(&self, index: &Index, cel: &CelCache, dev: DevIdx) -> Result<Vec<ExtId>, String> {
@@ -890,6 +934,15 @@ mod tests {
         assert_eq!(p.0, set("p", "y").0);
         assert_ne!(p.0, r.0, "another key: another set id");
         assert!(set("s", "x").1.is_empty(), "pool s has no extractor");
+        // The compact answer agrees with the full one.
+        let brief = |pool: &str, device: &str| {
+            let d = index.by_key[&crate::index::DeviceKey::new("d", pool, device)];
+            ex.set_of(&index, &cel, d)
+        };
+        assert_eq!(brief("p", "x"), SetOf::Set(p.0));
+        assert_eq!(brief("q", "y"), SetOf::Set(q.0));
+        assert_eq!(brief("r", "x"), SetOf::Set(r.0));
+        assert_eq!(brief("s", "x"), SetOf::Empty);
     }
 
     /// Equal value sets share one allocation while the table has room; past its limit, equal

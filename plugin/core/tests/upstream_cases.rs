@@ -398,6 +398,30 @@ fn consumable_capacity_allocation_mode_all_filter_out_no_capacity() {
     assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-1", true, c0("2"))]]);
 }
 
+/// Not an upstream case: devices of one node with different capacity maps each get their own
+/// capacity check (the allocator works out a request's need once per capacity shape). A device
+/// that lacks the requested capacity comes first and does not hide the one that has it.
+#[test]
+fn consumable_capacity_checked_per_capacity_shape() {
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1").ama(), device("device-2").ama().cap(C0, "2")]),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").rq("1")])],
+    );
+    assert_eq!(got.unwrap(), vec![vec![g("req-0", "device-2", true, c0("1"))]]);
+    // The other way round: a device that has the capacity does not make one without it fit.
+    let got = run_case(
+        vec![
+            class_a(),
+            slice1(&[device("device-1").ama().cap(C0, "2"), device("device-2").ama()]),
+        ],
+        &[claim("claim-0", &[req("req-0", "class-a").count(2).rq("1")])],
+    );
+    unfit(got, "device-2 lacks the requested capacity");
+}
+
 #[test]
 fn consumable_capacity_allocation_mode_all_filter_out_insufficient_capacity() {
     let got = run_case(

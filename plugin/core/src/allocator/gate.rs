@@ -2,16 +2,17 @@
 
 use std::sync::Arc;
 
-use super::{Allocator, ReqData};
-use crate::affinity::{self, ExtId, LockState, Outcome, Rejection, Values};
+use super::{Allocator, ReqData, Wanted};
+use crate::affinity::{self, ExtId, LockState, Outcome, Rejection, SetOf, Values};
 use crate::index::DevIdx;
 
 impl<'a> Allocator<'a> {
     /// The affinity values the request wants on the device: `Ok(None)` when no extractor applies
     /// (or the device is not shared), `Err` when the device is not viable. The answer depends only
-    /// on the request and the device's applicable extractor set, so it is cached per cycle
-    /// ([`super::CycleCache`]) across devices and nodes.
-    pub(super) fn wanted(&self, rd: &ReqData, d: DevIdx) -> Result<Option<Arc<Values>>, Rejection> {
+    /// on the request and the device's applicable extractor set, so it is cached across devices
+    /// and nodes: for the first set the request meets in the request itself
+    /// ([`ReqData::wanted_first`]), for other sets per cycle ([`super::CycleCache`]).
+    pub(super) fn wanted(&self, rd: &ReqData, d: DevIdx) -> Wanted {
         // Admin access bypasses sharing affinity: no gating, no lock check, and no lock is set,
         // joined or held (its results do not count as holders either).
         if rd.admin {
@@ -22,13 +23,27 @@ impl<'a> Allocator<'a> {
         if !entry.allow_multiple || !self.input.extractors.pool_has_affinity(index, d) {
             return Ok(None);
         }
-        let (set, ids) = self
-            .input
-            .extractors
+        let extractors = self.input.extractors;
+        match extractors.set_of(index, self.input.cel, d) {
+            SetOf::Empty => return Ok(None),
+            SetOf::Set(set) => {
+                if let Some((first, w)) = rd.wanted_first.get()
+                    && *first == set
+                {
+                    return w.clone();
+                }
+            }
+            SetOf::Other => {}
+        }
+        let (set, ids) = extractors
             .applicable_set(index, self.input.cel, d)
             .map_err(Rejection::Device)?;
         if ids.is_empty() {
             return Ok(None);
+        }
+        let (first, w) = rd.wanted_first.get_or_init(|| (set, self.wanted_for(rd, ids)));
+        if *first == set {
+            return w.clone();
         }
         let Some((slot, ri, si)) = rd.cache_key else {
             return self.wanted_for(rd, ids);
@@ -43,7 +58,7 @@ impl<'a> Allocator<'a> {
     }
 
     /// [`Allocator::wanted`] for a non-empty applicable extractor set, uncached.
-    fn wanted_for(&self, rd: &ReqData, ids: &[ExtId]) -> Result<Option<Arc<Values>>, Rejection> {
+    fn wanted_for(&self, rd: &ReqData, ids: &[ExtId]) -> Wanted {
         let missing = Outcome::Missing(String::new());
         let outcomes: Vec<&Outcome> = ids
             .iter()

@@ -276,7 +276,10 @@ impl Scratch {
 /// A request's key in the [`CycleCache`]: (claim slot, request, subrequest).
 type CacheKey = (u32, u32, u32);
 
-type WantedMap = FxHashMap<(u32, u32, u32, u32), Result<Option<std::sync::Arc<Values>>, affinity::Rejection>>;
+/// What a request wants on a device ([`Allocator::wanted`]).
+type Wanted = Result<Option<std::sync::Arc<Values>>, affinity::Rejection>;
+
+type WantedMap = FxHashMap<(u32, u32, u32, u32), Wanted>;
 
 /// One allocated device with what Reserve and Score need beyond the API result.
 #[derive(Clone, Debug, PartialEq)]
@@ -498,6 +501,18 @@ struct ReqData {
     requested: u64,
     /// Key of the [`CycleCache`] entries; `None`: not cached.
     cache_key: Option<CacheKey>,
+    /// What the request wants ([`Allocator::wanted`]) on the devices of the first applicable
+    /// extractor set it meets, for every call sharing this preparation: a request meets one set
+    /// on most nodes, so the device loop compares one id instead of probing the cycle's map
+    /// (other sets use the map).
+    wanted_first: std::sync::OnceLock<(u32, Wanted)>,
+    /// What the request needs of the first capacity shape it meets ([`search::Need`]), keyed by
+    /// the index's shared capacity map ([`crate::index::DeviceEntry::capacity`]): capacity names
+    /// are matched and request policies applied once, not per device (other shapes compute it).
+    need_first: std::sync::OnceLock<(
+        std::sync::Arc<crate::model::Map<String, crate::model::DeviceCapacity>>,
+        search::Need,
+    )>,
 }
 
 impl<'a> Allocator<'a> {

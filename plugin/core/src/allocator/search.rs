@@ -7,44 +7,48 @@ use crate::affinity::LockState;
 use crate::capacity;
 use crate::counters::CounterState;
 use crate::index::{DevIdx, Index, device_node_matches};
-use crate::model::{DeviceToleration, Map};
+use crate::model::{DeviceCapacity, DeviceToleration, Map};
 use crate::quantity::Quantity;
 use crate::taints;
+use smallvec::SmallVec;
+use std::sync::Arc;
 
 impl<'a> Allocator<'a> {
-    /// Upstream `CmpRequestOverCapacity` for a request asking for `requested`: `None` when it
+    /// Upstream `CmpRequestOverCapacity` for request `rd` asking for `requested`: `None` when it
     /// names a capacity the device lacks (the device is skipped), else whether every capacity
     /// stays within its value.
-    pub(super) fn capacity_fits(&self, requested: Option<&Map<String, Quantity>>, d: DevIdx) -> Option<bool> {
-        let entry = self.input.index.device(d);
-        let caps = &*entry.capacity;
-        if let Some(req) = requested
-            && req.keys().any(|k| !caps.contains_key(k))
-        {
-            return None;
-        }
+    pub(super) fn capacity_fits(
+        &self,
+        rd: &ReqData,
+        requested: Option<&Map<String, Quantity>>,
+        d: DevIdx,
+    ) -> Option<bool> {
+        let caps = &self.input.index.device(d).capacity;
         let allocated = &self.device_use(d).consumed;
         let allocating = self.scratch.allocating_capacity.get(&d);
-        for (i, (name, cap)) in caps.iter().enumerate() {
-            let consumed = capacity::consumed_capacity(requested.and_then(|r| r.get(name)), cap);
-            if capacity::violates_policy(&consumed, cap.request_policy.as_deref()) {
-                return Some(false);
-            }
-            let mut total = consumed;
-            for extra in [allocated.get(i), allocating.and_then(|v| v.get(i))]
-                .into_iter()
-                .flatten()
-            {
-                match total.checked_add(extra) {
-                    Some(t) => total = t,
-                    None => return Some(false),
+        with_need(rd, requested, caps, |need| {
+            let consumes = match need {
+                Need::Lacks => return None,
+                Need::BreaksPolicy => return Some(false),
+                Need::Consumes(c) => c,
+            };
+            for (i, (consumed, cap)) in consumes.iter().zip(caps.values()).enumerate() {
+                let mut total = consumed.clone();
+                for extra in [allocated.get(i), allocating.and_then(|v| v.get(i))]
+                    .into_iter()
+                    .flatten()
+                {
+                    match total.checked_add(extra) {
+                        Some(t) => total = t,
+                        None => return Some(false),
+                    }
+                }
+                if total > cap.value {
+                    return Some(false);
                 }
             }
-            if total > cap.value {
-                return Some(false);
-            }
-        }
-        Some(true)
+            Some(true)
+        })
     }
 
     /// The device's allocated state outside this call.
@@ -222,7 +226,7 @@ impl<'a> Allocator<'a> {
         if !all_taints_ok(entry, fields.tolerations) {
             return Ok(None);
         }
-        if self.capacity_fits(fields.capacity, d) != Some(true) {
+        if self.capacity_fits(rd, fields.capacity, d) != Some(true) {
             return Ok(None);
         }
         // Sharing affinity, next to the capacity check.
@@ -297,7 +301,7 @@ impl<'a> Allocator<'a> {
         };
         let mut shared = false;
         if ama {
-            let caps = &*entry.capacity;
+            let caps = &entry.capacity;
             let zero = || Quantity::from_i64(0);
             let slot = self.scratch.allocating_capacity.or_insert_reused(
                 d,
@@ -307,11 +311,16 @@ impl<'a> Allocator<'a> {
                 },
                 || vec![zero(); caps.len()],
             );
-            for (cur, q) in slot.iter_mut().zip(consumption(fields.capacity, entry)) {
-                if let Some(v) = cur.checked_add(&q) {
-                    *cur = v;
+            // The capacity check passed, so the request consumes.
+            with_need(rd, fields.capacity, caps, |need| {
+                if let Need::Consumes(consumes) = need {
+                    for (cur, q) in slot.iter_mut().zip(consumes) {
+                        if let Some(v) = cur.checked_add(q) {
+                            *cur = v;
+                        }
+                    }
                 }
-            }
+            });
             undo.capacity = true;
             shared = true;
         } else {
@@ -415,6 +424,57 @@ pub(super) fn selectable(input: &Input<'_>, rd: &ReqData, d: DevIdx) -> Result<b
             .map_err(|e| format!("device {}: {e}", entry.key));
     }
     Ok(true)
+}
+
+/// What a request needs of a device's capacities, before the device's use is added (upstream
+/// `CmpRequestOverCapacity`'s per-capacity part). It depends only on the request and the
+/// device's capacity map, so a request computes it once per capacity shape ([`with_need`]).
+#[derive(Debug)]
+pub(super) enum Need {
+    /// The request names a capacity the device lacks: the device is skipped.
+    Lacks,
+    /// What the request consumes of some capacity breaks that capacity's request policy.
+    BreaksPolicy,
+    /// What the request consumes of each capacity, aligned with the device's capacity map.
+    Consumes(SmallVec<[Quantity; 2]>),
+}
+
+impl Need {
+    fn of(requested: Option<&Map<String, Quantity>>, caps: &Map<String, DeviceCapacity>) -> Need {
+        if let Some(req) = requested
+            && req.keys().any(|k| !caps.contains_key(k))
+        {
+            return Need::Lacks;
+        }
+        let mut consumes = SmallVec::with_capacity(caps.len());
+        for (name, cap) in caps.iter() {
+            let consumed = capacity::consumed_capacity(requested.and_then(|r| r.get(name)), cap);
+            if capacity::violates_policy(&consumed, cap.request_policy.as_deref()) {
+                return Need::BreaksPolicy;
+            }
+            consumes.push(consumed);
+        }
+        Need::Consumes(consumes)
+    }
+}
+
+/// Calls `f` with what request `rd` (asking for `requested`) needs of a device whose capacity
+/// map is `caps`: from the request's memo when `caps` is the first shape the request met
+/// ([`ReqData::need_first`]), else computed.
+fn with_need<R>(
+    rd: &ReqData,
+    requested: Option<&Map<String, Quantity>>,
+    caps: &Arc<Map<String, DeviceCapacity>>,
+    f: impl FnOnce(&Need) -> R,
+) -> R {
+    let (shape, need) = rd
+        .need_first
+        .get_or_init(|| (Arc::clone(caps), Need::of(requested, caps)));
+    if Arc::ptr_eq(shape, caps) {
+        f(need)
+    } else {
+        f(&Need::of(requested, caps))
+    }
 }
 
 /// The capacity a request consumes on a device, aligned with the device's `capacity` map (what

@@ -204,6 +204,8 @@ impl<'a> Allocator<'a> {
                 Mode::All => 0,
             },
             cache_key,
+            wanted_first: Default::default(),
+            need_first: Default::default(),
         };
         if mode == Mode::All {
             for np in self.input.pools {
@@ -226,7 +228,7 @@ impl<'a> Allocator<'a> {
                         // capacity-insufficient shared devices: a lock to other values, an
                         // unreconstructable device, strict gating failing for this request.
                         if selectable(self.input, &rd, d)?
-                            && self.capacity_fits(fields.capacity, d) == Some(true)
+                            && self.capacity_fits(&rd, fields.capacity, d) == Some(true)
                             && self.persistently_viable(&rd, d)
                         {
                             rd.all_devices.push(d);
