@@ -557,7 +557,7 @@ impl Extractors {
             return SetOf::Other;
         };
         let code = *code.get_or_init(|| match self.applicable_set(index, cel, dev) {
-            Ok((_, ids)) if ids.is_empty() => SetOf::EMPTY,
+            Ok((_, [])) => SetOf::EMPTY,
             Ok((id, _)) if id < SetOf::OTHER => id,
             _ => SetOf::OTHER,
         });
