@@ -183,17 +183,17 @@ pub struct NodeSelectorTerm {
 }
 
 /// `core/v1` NodeSelectorRequirement, behind an `Arc`: the fields are read through `Deref`
-/// ([`Requirement`]). Claims allocated on one node carry equal node selectors; the plugin stores
-/// one copy of each requirement for all of them (an allocation's selector must stay a plain
+/// ([`RequirementFields`]). Claims allocated on one node carry equal node selectors; the plugin
+/// stores one copy of each requirement for all of them (an allocation's selector stays a plain
 /// `NodeSelector`, which the allocator builds, so the sharing is one level down).
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(transparent)]
-pub struct NodeSelectorRequirement(pub(crate) Arc<Requirement>);
+pub struct NodeSelectorRequirement(pub(crate) Arc<RequirementFields>);
 
 /// The fields of a [`NodeSelectorRequirement`].
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct Requirement {
+pub struct RequirementFields {
     /// Label key or field name.
     pub key: String,
     /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
@@ -206,7 +206,7 @@ pub struct Requirement {
 impl NodeSelectorRequirement {
     /// A requirement on `key`.
     pub fn new(key: impl Into<String>, operator: impl Into<String>, values: Vec<String>) -> Self {
-        NodeSelectorRequirement(Arc::new(Requirement {
+        NodeSelectorRequirement(Arc::new(RequirementFields {
             key: key.into(),
             operator: operator.into(),
             values,
@@ -214,16 +214,16 @@ impl NodeSelectorRequirement {
     }
 }
 
-impl From<Requirement> for NodeSelectorRequirement {
-    fn from(r: Requirement) -> Self {
+impl From<RequirementFields> for NodeSelectorRequirement {
+    fn from(r: RequirementFields) -> Self {
         NodeSelectorRequirement(Arc::new(r))
     }
 }
 
 impl std::ops::Deref for NodeSelectorRequirement {
-    type Target = Requirement;
+    type Target = RequirementFields;
 
-    fn deref(&self) -> &Requirement {
+    fn deref(&self) -> &RequirementFields {
         &self.0
     }
 }

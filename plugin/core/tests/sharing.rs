@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::{Value, json};
-use sharing_affinity_core::model::{OpaqueDeviceConfiguration, Requirement, ResourceClaim};
+use sharing_affinity_core::model::{OpaqueDeviceConfiguration, RequirementFields, ResourceClaim};
 use sharing_affinity_core::plugin::EventKind;
 
 fn base() -> Vec<Value> {
@@ -47,7 +47,7 @@ fn configs(c: &ResourceClaim) -> [&Arc<OpaqueDeviceConfiguration>; 2] {
 }
 
 /// The allocation's node selector requirement (the `Arc`'s content: equal addresses are one copy).
-fn requirement(c: &ResourceClaim) -> &Requirement {
+fn requirement(c: &ResourceClaim) -> &RequirementFields {
     let selector = c
         .status
         .allocation

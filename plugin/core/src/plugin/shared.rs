@@ -25,7 +25,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{OpaqueDeviceConfiguration, Requirement, ResourceClaim, ResourceClaimSpec};
+use crate::model::{OpaqueDeviceConfiguration, RequirementFields, ResourceClaim, ResourceClaimSpec};
 
 /// Fewest claim changes between two sweeps.
 pub(super) const SWEEP_MIN: usize = 256;
@@ -85,7 +85,7 @@ impl Claims {
 struct Shared {
     specs: Pool<ResourceClaimSpec>,
     opaque: Pool<OpaqueDeviceConfiguration>,
-    requirements: Pool<Requirement>,
+    requirements: Pool<RequirementFields>,
     /// Scratch buffer for the JSON text of the part being shared.
     text: Vec<u8>,
     /// Claim stores and removals since the last sweep.
@@ -213,49 +213,48 @@ fn writes<T: Serialize>(value: &T, text: &[u8]) -> bool {
 mod tests {
     use std::sync::Arc;
 
+    use serde_json::json;
+
     use super::{Claims, SWEEP_MIN, writes};
-    use crate::model::ResourceClaim;
+    use crate::model::{OpaqueDeviceConfiguration, RequirementFields, ResourceClaim};
 
     fn claim(name: &str, node: &str, subnet: &str) -> Box<ResourceClaim> {
-        let opaque = format!(
-            r#""opaque":{{"driver":"net.example.com","parameters":{{"kind":"NICConfig","subnet":"{subnet}"}}}}"#
-        );
-        let text = format!(
-            r#"{{"metadata":{{"name":"{name}","namespace":"ns"}},
-            "spec":{{"devices":{{"requests":[{{"name":"nic","exactly":{{"deviceClassName":"nic",
-                "capacity":{{"requests":{{"net.example.com/slots":"1"}}}}}}}}],"config":[{{{opaque}}}]}}}},
-            "status":{{"allocation":{{"devices":{{"results":[{{"request":"nic","driver":"net.example.com",
-                "pool":"{node}","device":"eth0"}}],"config":[{{"source":"FromClaim",{opaque}}}]}},
-              "nodeSelector":{{"nodeSelectorTerms":[{{"matchFields":[{{"key":"metadata.name","operator":"In","values":["{node}"]}}]}}]}}}}}}}}"#
-        );
-        Box::new(serde_json::from_str(&text).unwrap())
+        let opaque =
+            json!({"driver": "net.example.com", "parameters": {"kind": "NICConfig", "subnet": subnet}});
+        let request = json!({"name": "nic", "exactly": {"deviceClassName": "nic",
+            "capacity": {"requests": {"net.example.com/slots": "1"}}}});
+        let result = json!({"request": "nic", "driver": "net.example.com", "pool": node, "device": "eth0"});
+        let selector = json!({"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]});
+        Box::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns"},
+                "spec": {"devices": {"requests": [request], "config": [{"opaque": opaque}]}},
+                "status": {"allocation": {
+                    "devices": {"results": [result], "config": [{"source": "FromClaim", "opaque": opaque}]},
+                    "nodeSelector": selector}}
+            }))
+            .unwrap(),
+        )
     }
 
-    fn requirement(c: &ResourceClaim) -> &Arc<crate::model::Requirement> {
-        &c.status
+    /// The allocation's node selector requirement.
+    fn requirement(c: &ResourceClaim) -> &Arc<RequirementFields> {
+        let selector = c
+            .status
             .allocation
             .as_ref()
-            .unwrap()
-            .node_selector
-            .as_ref()
-            .unwrap()
-            .node_selector_terms[0]
-            .match_fields[0]
-            .0
+            .and_then(|a| a.node_selector.as_ref());
+        &selector.unwrap().node_selector_terms[0].match_fields[0].0
     }
 
-    fn opaque(
-        c: &ResourceClaim,
-    ) -> (
-        &Arc<crate::model::OpaqueDeviceConfiguration>,
-        &Arc<crate::model::OpaqueDeviceConfiguration>,
-    ) {
-        let spec = c.spec.devices.config[0].opaque.as_ref().unwrap();
-        let alloc = c.status.allocation.as_ref().unwrap().devices.config[0]
-            .opaque
-            .as_ref()
-            .unwrap();
-        (spec, alloc)
+    /// The spec's and the allocation's opaque configuration.
+    fn opaque(c: &ResourceClaim) -> [&Arc<OpaqueDeviceConfiguration>; 2] {
+        let alloc = c.status.allocation.as_ref().unwrap();
+        [
+            c.spec.devices.config[0].opaque.as_ref().unwrap(),
+            alloc.devices.config[0].opaque.as_ref().unwrap(),
+        ]
     }
 
     /// Claims with equal parts hold one copy of each; a claim's allocation holds its spec's
@@ -279,14 +278,14 @@ mod tests {
         assert!(Arc::ptr_eq(&a.spec, &b.spec), "same spec text");
         assert!(!Arc::ptr_eq(&a.spec, &c.spec), "other subnet");
         assert!(
-            Arc::ptr_eq(opaque(a).0, opaque(a).1),
+            Arc::ptr_eq(opaque(a)[0], opaque(a)[1]),
             "spec and allocation config"
         );
         assert!(
-            Arc::ptr_eq(opaque(a).1, opaque(b).1),
+            Arc::ptr_eq(opaque(a)[1], opaque(b)[1]),
             "allocation configs of two claims"
         );
-        assert!(!Arc::ptr_eq(opaque(a).0, opaque(c).0), "other subnet");
+        assert!(!Arc::ptr_eq(opaque(a)[0], opaque(c)[0]), "other subnet");
         assert!(Arc::ptr_eq(requirement(a), requirement(b)), "same node");
         assert!(!Arc::ptr_eq(requirement(a), requirement(c)), "other node");
         for ((name, ..), text) in cases.iter().zip(&texts) {
@@ -327,7 +326,7 @@ mod tests {
         claims.insert("a".into(), claim("a", "gone-node", "gone-subnet"));
         claims.insert("b".into(), claim("b", "gone-node", "gone-subnet"));
         let spec = Arc::downgrade(&claims["a"].spec);
-        let config = Arc::downgrade(opaque(&claims["a"]).1);
+        let config = Arc::downgrade(opaque(&claims["a"])[1]);
         let selector = Arc::downgrade(requirement(&claims["a"]));
         claims.remove("a");
         claims.remove("b");
