@@ -32,9 +32,10 @@ pub struct ObjectMeta {
     /// Labels.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub labels: Map<String, String>,
-    /// Annotations (kept so that recorded objects round-trip).
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub annotations: Map<String, String>,
+    /// Annotations (kept so that recorded objects round-trip). Shared: claims generated from one
+    /// template carry equal annotations, and the plugin stores one copy of each.
+    #[serde(default = "no_annotations", skip_serializing_if = "annotations_empty")]
+    pub annotations: Arc<Map<String, String>>,
     /// RFC 3339 creation time, as printed by the API server.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub creation_timestamp: String,
@@ -50,6 +51,17 @@ pub struct ObjectMeta {
     /// Set when the object is being deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
+}
+
+/// No annotations: one shared empty map, so that decoding an object without annotations does not
+/// allocate.
+fn no_annotations() -> Arc<Map<String, String>> {
+    static EMPTY: std::sync::LazyLock<Arc<Map<String, String>>> = std::sync::LazyLock::new(Arc::default);
+    Arc::clone(&EMPTY)
+}
+
+fn annotations_empty(annotations: &Arc<Map<String, String>>) -> bool {
+    annotations.is_empty()
 }
 
 /// `metadata.ownerReferences[]`.

@@ -252,7 +252,10 @@ pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
         metadata: ObjectMeta {
             name: claim_name(pod),
             namespace: pod.metadata.namespace.clone(),
-            annotations: crate::model::Map::from([(CLAIM_ANNOTATION.to_string(), "true".to_string())]),
+            annotations: Arc::new(crate::model::Map::from([(
+                CLAIM_ANNOTATION.to_string(),
+                "true".to_string(),
+            )])),
             owner_references: vec![OwnerReference {
                 api_version: "v1".into(),
                 kind: "Pod".into(),

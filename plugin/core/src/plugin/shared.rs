@@ -1,12 +1,13 @@
 //! The stored claims, with their repeated parts stored once.
 //!
 //! At 20,000 allocated claims much of a claim's memory is parts that other claims carry too:
-//! claims generated from one template have equal specs, a claim's allocation copies the opaque
-//! configuration of its spec, and the claims allocated on one node carry equal node selectors.
-//! These parts sit behind an `Arc` in the model ([`ResourceClaim::spec`],
+//! claims generated from one template have equal specs and annotations, a claim's allocation
+//! copies the opaque configuration of its spec, and the claims allocated on one node carry equal
+//! node selectors. These parts sit behind an `Arc` in the model ([`ResourceClaim::spec`],
 //! [`crate::model::DeviceClaimConfiguration::opaque`] and the allocation's copy,
-//! [`crate::model::NodeSelectorRequirement`]); [`Claims::insert`] replaces each with the copy
-//! already held, when there is one ([`Pool::share`]).
+//! [`crate::model::NodeSelectorRequirement`], [`crate::model::ObjectMeta::annotations`]);
+//! [`Claims::insert`] replaces each with the copy already held, when there is one
+//! ([`Pool::share`]).
 //!
 //! "Equal" here means *serialises to the same JSON text*, not `==`: `2Ki` and `2048` are equal
 //! quantities that print differently, and a stored claim must write back what was read. Shared
@@ -25,7 +26,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{OpaqueDeviceConfiguration, RequirementFields, ResourceClaim, ResourceClaimSpec};
+use crate::model::{Map, OpaqueDeviceConfiguration, RequirementFields, ResourceClaim, ResourceClaimSpec};
 
 /// Fewest claim changes between two sweeps.
 pub(super) const SWEEP_MIN: usize = 256;
@@ -86,6 +87,7 @@ struct Shared {
     specs: Pool<ResourceClaimSpec>,
     opaque: Pool<OpaqueDeviceConfiguration>,
     requirements: Pool<RequirementFields>,
+    annotations: Pool<Map<String, String>>,
     /// Scratch buffer for the JSON text of the part being shared.
     text: Vec<u8>,
     /// Claim stores and removals since the last sweep.
@@ -96,6 +98,10 @@ struct Shared {
 
 impl Shared {
     fn claim(&mut self, claim: &mut ResourceClaim) {
+        if !claim.metadata.annotations.is_empty() {
+            self.annotations
+                .share(&mut claim.metadata.annotations, &mut self.text);
+        }
         self.spec(&mut claim.spec);
         if let Some(a) = &mut claim.status.allocation {
             for o in a.devices.config.iter_mut().filter_map(|c| c.opaque.as_mut()) {
@@ -132,13 +138,17 @@ impl Shared {
             self.specs.sweep();
             self.opaque.sweep();
             self.requirements.sweep();
+            self.annotations.sweep();
             self.changes = 0;
             self.swept = self.len();
         }
     }
 
     fn len(&self) -> usize {
-        self.specs.entries.len() + self.opaque.entries.len() + self.requirements.entries.len()
+        self.specs.entries.len()
+            + self.opaque.entries.len()
+            + self.requirements.entries.len()
+            + self.annotations.entries.len()
     }
 }
 
@@ -228,7 +238,8 @@ mod tests {
             {"key": "metadata.name", "operator": "In", "values": [node]}]}]});
         Box::new(
             serde_json::from_value(json!({
-                "metadata": {"name": name, "namespace": "ns"},
+                "metadata": {"name": name, "namespace": "ns",
+                    "annotations": {"resource.kubernetes.io/pod-claim-name": "nic"}},
                 "spec": {"devices": {"requests": [request], "config": [{"opaque": opaque}]}},
                 "status": {"allocation": {
                     "devices": {"results": [result], "config": [{"source": "FromClaim", "opaque": opaque}]},
@@ -276,6 +287,10 @@ mod tests {
         }
         let (a, b, c) = (&claims["a"], &claims["b"], &claims["c"]);
         assert!(Arc::ptr_eq(&a.spec, &b.spec), "same spec text");
+        assert!(
+            Arc::ptr_eq(&a.metadata.annotations, &c.metadata.annotations),
+            "annotations"
+        );
         assert!(!Arc::ptr_eq(&a.spec, &c.spec), "other subnet");
         assert!(
             Arc::ptr_eq(opaque(a)[0], opaque(a)[1]),
