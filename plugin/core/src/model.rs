@@ -32,9 +32,10 @@ pub struct ObjectMeta {
     /// Labels.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
     pub labels: Map<String, String>,
-    /// Annotations (kept so that recorded objects round-trip).
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub annotations: Map<String, String>,
+    /// Annotations (kept so that recorded objects round-trip). Shared: claims generated from one
+    /// template carry equal annotations, and the plugin stores one copy of each.
+    #[serde(default = "no_annotations", skip_serializing_if = "annotations_empty")]
+    pub annotations: Arc<Map<String, String>>,
     /// RFC 3339 creation time, as printed by the API server.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub creation_timestamp: String,
@@ -50,6 +51,17 @@ pub struct ObjectMeta {
     /// Set when the object is being deleted.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub deletion_timestamp: Option<String>,
+}
+
+/// No annotations: one shared empty map, so that decoding an object without annotations does not
+/// allocate.
+fn no_annotations() -> Arc<Map<String, String>> {
+    static EMPTY: std::sync::LazyLock<Arc<Map<String, String>>> = std::sync::LazyLock::new(Arc::default);
+    Arc::clone(&EMPTY)
+}
+
+fn annotations_empty(annotations: &Arc<Map<String, String>>) -> bool {
+    annotations.is_empty()
 }
 
 /// `metadata.ownerReferences[]`.
@@ -182,10 +194,18 @@ pub struct NodeSelectorTerm {
     pub match_fields: Vec<NodeSelectorRequirement>,
 }
 
-/// `core/v1` NodeSelectorRequirement.
+/// `core/v1` NodeSelectorRequirement, behind an `Arc`: the fields are read through `Deref`
+/// ([`RequirementFields`]). Claims allocated on one node carry equal node selectors; the plugin
+/// stores one copy of each requirement for all of them (an allocation's selector stays a plain
+/// `NodeSelector`, which the allocator builds, so the sharing is one level down).
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(transparent)]
+pub struct NodeSelectorRequirement(pub(crate) Arc<RequirementFields>);
+
+/// The fields of a [`NodeSelectorRequirement`].
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct NodeSelectorRequirement {
+pub struct RequirementFields {
     /// Label key or field name.
     pub key: String,
     /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
@@ -193,6 +213,31 @@ pub struct NodeSelectorRequirement {
     /// Values for the operator.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub values: Vec<String>,
+}
+
+impl NodeSelectorRequirement {
+    /// A requirement on `key`.
+    pub fn new(key: impl Into<String>, operator: impl Into<String>, values: Vec<String>) -> Self {
+        NodeSelectorRequirement(Arc::new(RequirementFields {
+            key: key.into(),
+            operator: operator.into(),
+            values,
+        }))
+    }
+}
+
+impl From<RequirementFields> for NodeSelectorRequirement {
+    fn from(r: RequirementFields) -> Self {
+        NodeSelectorRequirement(Arc::new(r))
+    }
+}
+
+impl std::ops::Deref for NodeSelectorRequirement {
+    type Target = RequirementFields;
+
+    fn deref(&self) -> &RequirementFields {
+        &self.0
+    }
 }
 
 /// `core/v1` Pod: the fields that connect a pod to its claims.
@@ -751,12 +796,14 @@ pub struct DeviceClassSpec {
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct DeviceClassConfiguration {
-    /// Opaque driver configuration.
+    /// Opaque driver configuration (shared: see [`OpaqueDeviceConfiguration`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<OpaqueDeviceConfiguration>,
+    pub opaque: Option<Arc<OpaqueDeviceConfiguration>>,
 }
 
-/// `OpaqueDeviceConfiguration`.
+/// `OpaqueDeviceConfiguration`. Held behind an `Arc` by the configurations that carry it: a
+/// claim's allocation copies its spec's configuration, and claims from one template carry equal
+/// ones; the plugin stores one copy of each.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct OpaqueDeviceConfiguration {
@@ -817,9 +864,10 @@ pub struct ResourceClaim {
     /// Object metadata.
     #[serde(default)]
     pub metadata: ObjectMeta,
-    /// Claim spec.
+    /// Claim spec, shared: claims generated from one template carry equal specs, and the plugin
+    /// stores one copy of each (change it with `Arc::make_mut`).
     #[serde(default)]
-    pub spec: ResourceClaimSpec,
+    pub spec: Arc<ResourceClaimSpec>,
     /// Claim status.
     #[serde(default)]
     pub status: ResourceClaimStatus,
@@ -945,9 +993,9 @@ pub struct DeviceClaimConfiguration {
     /// Requests the config applies to; empty = all; `<req>` covers its subrequests.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<String>,
-    /// Opaque driver configuration.
+    /// Opaque driver configuration (shared: see [`OpaqueDeviceConfiguration`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<OpaqueDeviceConfiguration>,
+    pub opaque: Option<Arc<OpaqueDeviceConfiguration>>,
     /// Structured configuration (the seed's design; not in the resource.k8s.io API).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<StructuredDeviceConfiguration>,
@@ -1051,9 +1099,9 @@ pub struct DeviceAllocationConfiguration {
     /// Requests the config applies to; empty = all.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub requests: Vec<String>,
-    /// Opaque driver configuration.
+    /// Opaque driver configuration (shared: see [`OpaqueDeviceConfiguration`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub opaque: Option<OpaqueDeviceConfiguration>,
+    pub opaque: Option<Arc<OpaqueDeviceConfiguration>>,
     /// Structured configuration copied from the claim (the seed's design).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub structured: Option<StructuredDeviceConfiguration>,
@@ -1077,9 +1125,9 @@ pub struct ResourceClaimTemplateSpec {
     /// Metadata copied into generated claims.
     #[serde(default)]
     pub metadata: ObjectMeta,
-    /// The claim spec.
+    /// The claim spec, shared with the claims generated from the template.
     #[serde(default)]
-    pub spec: ResourceClaimSpec,
+    pub spec: Arc<ResourceClaimSpec>,
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -176,11 +176,11 @@ pub fn node_name_selector(node: &str) -> NodeSelector {
     NodeSelector {
         node_selector_terms: vec![NodeSelectorTerm {
             match_expressions: Vec::new(),
-            match_fields: vec![NodeSelectorRequirement {
-                key: NODE_NAME_FIELD.to_string(),
-                operator: "In".to_string(),
-                values: vec![node.to_string()],
-            }],
+            match_fields: vec![NodeSelectorRequirement::new(
+                NODE_NAME_FIELD,
+                "In",
+                vec![node.to_string()],
+            )],
         }],
     }
 }
@@ -412,11 +412,7 @@ mod tests {
     }
 
     fn req(key: &str, operator: &str, values: &[&str]) -> NodeSelectorRequirement {
-        NodeSelectorRequirement {
-            key: key.to_string(),
-            operator: operator.to_string(),
-            values: values.iter().map(|v| v.to_string()).collect(),
-        }
+        NodeSelectorRequirement::new(key, operator, values.iter().map(|v| v.to_string()).collect())
     }
 
     fn term(exprs: Vec<NodeSelectorRequirement>, fields: Vec<NodeSelectorRequirement>) -> NodeSelectorTerm {

@@ -25,10 +25,11 @@
 //! `extendedResourceName`, a fractional request.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use crate::model::{
-    Container, ContainerExtendedResourceRequest, DeviceClass, DeviceRequest, ExactDeviceRequest, Node,
-    ObjectMeta, OwnerReference, Pod, ResourceClaim, ResourceClaimSpec,
+    Container, ContainerExtendedResourceRequest, DeviceClaim, DeviceClass, DeviceRequest, ExactDeviceRequest,
+    Node, ObjectMeta, OwnerReference, Pod, ResourceClaim, ResourceClaimSpec,
 };
 use crate::quantity::Quantity;
 
@@ -247,11 +248,14 @@ pub fn is_claim_of(claim: &ResourceClaim, pod: &Pod) -> bool {
 
 /// The new special claim for the pod, with its requests.
 pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
-    let mut claim = ResourceClaim {
+    ResourceClaim {
         metadata: ObjectMeta {
             name: claim_name(pod),
             namespace: pod.metadata.namespace.clone(),
-            annotations: crate::model::Map::from([(CLAIM_ANNOTATION.to_string(), "true".to_string())]),
+            annotations: Arc::new(crate::model::Map::from([(
+                CLAIM_ANNOTATION.to_string(),
+                "true".to_string(),
+            )])),
             owner_references: vec![OwnerReference {
                 api_version: "v1".into(),
                 kind: "Pod".into(),
@@ -261,11 +265,14 @@ pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
             }],
             ..Default::default()
         },
-        spec: ResourceClaimSpec::default(),
+        spec: Arc::new(ResourceClaimSpec {
+            devices: DeviceClaim {
+                requests,
+                ..Default::default()
+            },
+        }),
         ..Default::default()
-    };
-    claim.spec.devices.requests = requests;
-    claim
+    }
 }
 
 /// The resources of the pod's special claim that `node` provides through a device plugin: those
@@ -320,7 +327,7 @@ pub(super) fn node_variant(
         .filter(|&i| !dropped.contains(claim.spec.devices.requests[i].name.as_str()))
         .collect();
     let mut variant = claim.clone();
-    variant.spec.devices.requests = keep
+    Arc::make_mut(&mut variant.spec).devices.requests = keep
         .iter()
         .map(|&i| claim.spec.devices.requests[i].clone())
         .collect();

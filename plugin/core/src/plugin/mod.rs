@@ -38,8 +38,10 @@ use crate::taints::TaintRule;
 mod cycle;
 pub mod extended;
 mod locks;
+mod shared;
 
 use locks::Locks;
+use shared::Claims;
 
 /// Kind of an object event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -215,7 +217,8 @@ pub struct Plugin {
     pods: BTreeMap<String, Box<Pod>>,
     classes: crate::FxHashMap<String, DeviceClass>,
     slices: BTreeMap<String, Box<ResourceSlice>>,
-    claims: BTreeMap<String, Box<ResourceClaim>>,
+    /// Claims by `namespace/name`, their repeated parts stored once ([`shared`]).
+    claims: Claims,
     templates: BTreeMap<String, ResourceClaimTemplate>,
     /// DeviceTaintRules by name; a change rebuilds the whole slice index.
     taint_rules: BTreeMap<String, DeviceTaintRule>,
@@ -256,7 +259,7 @@ impl Plugin {
             pods: BTreeMap::new(),
             classes: crate::FxHashMap::default(),
             slices: BTreeMap::new(),
-            claims: BTreeMap::new(),
+            claims: Claims::default(),
             templates: BTreeMap::new(),
             taint_rules: BTreeMap::new(),
             rules_dirty: false,
@@ -348,7 +351,8 @@ impl Plugin {
                 }
                 self.slices_dirty = true;
             }
-            Object::ResourceClaimTemplate(t) => {
+            Object::ResourceClaimTemplate(mut t) => {
+                self.claims.share_spec(&mut t.spec.spec);
                 self.templates.insert(key, *t);
             }
             Object::ResourceClaim(c) => {

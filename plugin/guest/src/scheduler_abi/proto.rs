@@ -515,7 +515,7 @@ fn meta_from_proto(meta: ObjectMeta) -> model::ObjectMeta {
         namespace: meta.namespace.unwrap_or_default(),
         uid: meta.uid.unwrap_or_default(),
         labels: meta.labels.into_iter().collect(),
-        annotations: meta.annotations.into_iter().collect(),
+        annotations: std::sync::Arc::new(meta.annotations.into_iter().collect()),
         // Go's zero time (an empty message) marshals to JSON null: leave the field unset.
         creation_timestamp: meta
             .creation_timestamp

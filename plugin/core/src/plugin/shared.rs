@@ -1,0 +1,373 @@
+//! The stored claims, with their repeated parts stored once.
+//!
+//! At 20,000 allocated claims much of a claim's memory is parts that other claims carry too:
+//! claims generated from one template have equal specs and annotations, a claim's allocation
+//! copies the opaque configuration of its spec, and the claims allocated on one node carry equal
+//! node selectors. These parts sit behind an `Arc` in the model ([`ResourceClaim::spec`],
+//! [`crate::model::DeviceClaimConfiguration::opaque`] and the allocation's copy,
+//! [`crate::model::NodeSelectorRequirement`], [`crate::model::ObjectMeta::annotations`]);
+//! [`Claims::insert`] replaces each with the copy already held, when there is one
+//! ([`Pool::share`]).
+//!
+//! "Equal" here means *serialises to the same JSON text*, not `==`: `2Ki` and `2048` are equal
+//! quantities that print differently, and a stored claim must write back what was read. Shared
+//! parts are never changed in place; whoever changes one gets its own copy (`Arc::make_mut`).
+//!
+//! The pools hold their entries, so an entry no claim holds any more is kept until the next
+//! sweep, which drops every entry nobody else holds. A sweep runs after as many claim stores and
+//! removals as the pools had entries after the previous sweep (at least [`SWEEP_MIN`]): linear
+//! work per as many changes, and the pools stay within a small multiple of what the stored
+//! claims hold.
+
+use std::collections::BTreeMap;
+use std::hash::Hasher;
+use std::io;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::model::{Map, OpaqueDeviceConfiguration, RequirementFields, ResourceClaim, ResourceClaimSpec};
+
+/// Fewest claim changes between two sweeps.
+pub(super) const SWEEP_MIN: usize = 256;
+
+/// The stored claims by `namespace/name`. Read through `Deref`; stored through
+/// [`Claims::insert`], which shares the claim's repeated parts.
+#[derive(Default)]
+pub(super) struct Claims {
+    by_key: BTreeMap<String, Box<ResourceClaim>>,
+    shared: Shared,
+}
+
+impl std::ops::Deref for Claims {
+    type Target = BTreeMap<String, Box<ResourceClaim>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.by_key
+    }
+}
+
+impl Claims {
+    /// Stores a claim (its repeated parts replaced by the copies already held) and returns the
+    /// one it replaces.
+    pub(super) fn insert(
+        &mut self,
+        key: String,
+        mut claim: Box<ResourceClaim>,
+    ) -> Option<Box<ResourceClaim>> {
+        self.shared.claim(&mut claim);
+        let old = self.by_key.insert(key, claim);
+        self.shared.changed();
+        old
+    }
+
+    /// Removes a claim.
+    pub(super) fn remove(&mut self, key: &str) -> Option<Box<ResourceClaim>> {
+        let old = self.by_key.remove(key)?;
+        self.shared.changed();
+        Some(old)
+    }
+
+    /// Shares a template's spec with the claims (a claim generated from the template starts
+    /// with the template's spec).
+    pub(super) fn share_spec(&mut self, spec: &mut Arc<ResourceClaimSpec>) {
+        self.shared.spec(spec);
+    }
+
+    /// Entries in the pools (specs, opaque configurations, node selector requirements).
+    #[cfg(test)]
+    pub(super) fn pooled(&self) -> usize {
+        self.shared.len()
+    }
+}
+
+/// The pools of shared parts.
+#[derive(Default)]
+struct Shared {
+    specs: Pool<ResourceClaimSpec>,
+    opaque: Pool<OpaqueDeviceConfiguration>,
+    requirements: Pool<RequirementFields>,
+    annotations: Pool<Map<String, String>>,
+    /// Scratch buffer for the JSON text of the part being shared.
+    text: Vec<u8>,
+    /// Claim stores and removals since the last sweep.
+    changes: usize,
+    /// Entries after the last sweep.
+    swept: usize,
+}
+
+impl Shared {
+    fn claim(&mut self, claim: &mut ResourceClaim) {
+        if !claim.metadata.annotations.is_empty() {
+            self.annotations
+                .share(&mut claim.metadata.annotations, &mut self.text);
+        }
+        self.spec(&mut claim.spec);
+        if let Some(a) = &mut claim.status.allocation {
+            for o in a.devices.config.iter_mut().filter_map(|c| c.opaque.as_mut()) {
+                self.opaque.share(o, &mut self.text);
+            }
+            for term in a
+                .node_selector
+                .iter_mut()
+                .flat_map(|s| &mut s.node_selector_terms)
+            {
+                for r in term.match_expressions.iter_mut().chain(&mut term.match_fields) {
+                    self.requirements.share(&mut r.0, &mut self.text);
+                }
+            }
+        }
+    }
+
+    /// Shares a spec, and first its opaque configurations when the spec is not shared yet (so
+    /// that an allocation's copies find them).
+    fn spec(&mut self, spec: &mut Arc<ResourceClaimSpec>) {
+        if let Some(s) = Arc::get_mut(spec) {
+            for o in s.devices.config.iter_mut().filter_map(|c| c.opaque.as_mut()) {
+                self.opaque.share(o, &mut self.text);
+            }
+        }
+        self.specs.share(spec, &mut self.text);
+    }
+
+    /// Counts a claim change; sweeps when there were as many as the pools' entries.
+    fn changed(&mut self) {
+        self.changes += 1;
+        if self.changes >= self.swept.max(SWEEP_MIN) {
+            // Specs first: a dropped spec releases its opaque configurations.
+            self.specs.sweep();
+            self.opaque.sweep();
+            self.requirements.sweep();
+            self.annotations.sweep();
+            self.changes = 0;
+            self.swept = self.len();
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.specs.entries.len()
+            + self.opaque.entries.len()
+            + self.requirements.entries.len()
+            + self.annotations.entries.len()
+    }
+}
+
+/// One kind of shared part: at most one `Arc` per JSON text, found by the text's hash.
+struct Pool<T> {
+    entries: crate::FxHashMap<u64, Arc<T>>,
+}
+
+impl<T> Default for Pool<T> {
+    fn default() -> Self {
+        Pool {
+            entries: Default::default(),
+        }
+    }
+}
+
+impl<T: Serialize> Pool<T> {
+    /// Replaces `value` with the pooled copy that serialises the same, or pools it. (Two texts
+    /// with one hash: the later value keeps its own copy.)
+    fn share(&mut self, value: &mut Arc<T>, text: &mut Vec<u8>) {
+        text.clear();
+        if serde_json::to_writer(&mut *text, &**value).is_err() {
+            return;
+        }
+        let mut hasher = std::hash::DefaultHasher::new();
+        hasher.write(text);
+        match self.entries.entry(hasher.finish()) {
+            std::collections::hash_map::Entry::Occupied(e) => {
+                if !Arc::ptr_eq(e.get(), value) && writes(&**e.get(), text) {
+                    *value = Arc::clone(e.get());
+                }
+            }
+            std::collections::hash_map::Entry::Vacant(e) => {
+                e.insert(Arc::clone(value));
+            }
+        }
+    }
+
+    /// Drops the entries nobody else holds.
+    fn sweep(&mut self) {
+        self.entries.retain(|_, v| Arc::strong_count(v) > 1);
+    }
+}
+
+/// Whether `value` serialises to `text` (without writing the text out).
+fn writes<T: Serialize>(value: &T, text: &[u8]) -> bool {
+    struct Compare<'a> {
+        rest: &'a [u8],
+        equal: bool,
+    }
+    impl io::Write for Compare<'_> {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            match self.rest.strip_prefix(buf) {
+                Some(rest) if self.equal => self.rest = rest,
+                _ => self.equal = false,
+            }
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Compare {
+        rest: text,
+        equal: true,
+    };
+    serde_json::to_writer(&mut c, value).is_ok() && c.equal && c.rest.is_empty()
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::{Claims, SWEEP_MIN, writes};
+    use crate::model::{OpaqueDeviceConfiguration, RequirementFields, ResourceClaim};
+
+    fn claim(name: &str, node: &str, subnet: &str) -> Box<ResourceClaim> {
+        let opaque =
+            json!({"driver": "net.example.com", "parameters": {"kind": "NICConfig", "subnet": subnet}});
+        let request = json!({"name": "nic", "exactly": {"deviceClassName": "nic",
+            "capacity": {"requests": {"net.example.com/slots": "1"}}}});
+        let result = json!({"request": "nic", "driver": "net.example.com", "pool": node, "device": "eth0"});
+        let selector = json!({"nodeSelectorTerms": [{"matchFields": [
+            {"key": "metadata.name", "operator": "In", "values": [node]}]}]});
+        Box::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name, "namespace": "ns",
+                    "annotations": {"resource.kubernetes.io/pod-claim-name": "nic"}},
+                "spec": {"devices": {"requests": [request], "config": [{"opaque": opaque}]}},
+                "status": {"allocation": {
+                    "devices": {"results": [result], "config": [{"source": "FromClaim", "opaque": opaque}]},
+                    "nodeSelector": selector}}
+            }))
+            .unwrap(),
+        )
+    }
+
+    /// The allocation's node selector requirement.
+    fn requirement(c: &ResourceClaim) -> &Arc<RequirementFields> {
+        let selector = c
+            .status
+            .allocation
+            .as_ref()
+            .and_then(|a| a.node_selector.as_ref());
+        &selector.unwrap().node_selector_terms[0].match_fields[0].0
+    }
+
+    /// The spec's and the allocation's opaque configuration.
+    fn opaque(c: &ResourceClaim) -> [&Arc<OpaqueDeviceConfiguration>; 2] {
+        let alloc = c.status.allocation.as_ref().unwrap();
+        [
+            c.spec.devices.config[0].opaque.as_ref().unwrap(),
+            alloc.devices.config[0].opaque.as_ref().unwrap(),
+        ]
+    }
+
+    /// Claims with equal parts hold one copy of each; a claim's allocation holds its spec's
+    /// configuration; parts that differ are not shared; the claims write back what was read.
+    #[test]
+    fn equal_parts_of_stored_claims_are_one_copy() {
+        let mut claims = Claims::default();
+        let cases = [
+            ("a", "node-1", "s1"),
+            ("b", "node-1", "s1"),
+            ("c", "node-2", "s2"),
+        ];
+        let texts: Vec<String> = cases
+            .iter()
+            .map(|(n, node, s)| serde_json::to_string(&claim(n, node, s)).unwrap())
+            .collect();
+        for (name, node, subnet) in cases {
+            claims.insert(name.into(), claim(name, node, subnet));
+        }
+        let (a, b, c) = (&claims["a"], &claims["b"], &claims["c"]);
+        assert!(Arc::ptr_eq(&a.spec, &b.spec), "same spec text");
+        assert!(
+            Arc::ptr_eq(&a.metadata.annotations, &c.metadata.annotations),
+            "annotations"
+        );
+        assert!(!Arc::ptr_eq(&a.spec, &c.spec), "other subnet");
+        assert!(
+            Arc::ptr_eq(opaque(a)[0], opaque(a)[1]),
+            "spec and allocation config"
+        );
+        assert!(
+            Arc::ptr_eq(opaque(a)[1], opaque(b)[1]),
+            "allocation configs of two claims"
+        );
+        assert!(!Arc::ptr_eq(opaque(a)[0], opaque(c)[0]), "other subnet");
+        assert!(Arc::ptr_eq(requirement(a), requirement(b)), "same node");
+        assert!(!Arc::ptr_eq(requirement(a), requirement(c)), "other node");
+        for ((name, ..), text) in cases.iter().zip(&texts) {
+            assert_eq!(&serde_json::to_string(&claims[*name]).unwrap(), text, "{name}");
+        }
+    }
+
+    /// Equal values that print differently are not shared: a claim writes back its own text.
+    #[test]
+    fn equal_values_written_differently_are_not_shared() {
+        let mut claims = Claims::default();
+        let mut two_ki = claim("a", "node-1", "s1");
+        let mut other = claim("b", "node-1", "s1");
+        let slots = |c: &mut ResourceClaim, q: &str| {
+            let mut spec = (*c.spec).clone();
+            let exactly = spec.devices.requests[0].exactly.as_mut().unwrap();
+            exactly.capacity = serde_json::from_str(&format!(r#"{{"requests":{{"s":"{q}"}}}}"#)).unwrap();
+            c.spec = Arc::new(spec);
+        };
+        slots(&mut two_ki, "2Ki");
+        slots(&mut other, "2048");
+        assert_eq!(two_ki.spec, other.spec, "equal quantities");
+        claims.insert("a".into(), two_ki);
+        claims.insert("b".into(), other);
+        assert!(!Arc::ptr_eq(&claims["a"].spec, &claims["b"].spec));
+        assert!(
+            serde_json::to_string(&claims["b"])
+                .unwrap()
+                .contains(r#""s":"2048""#)
+        );
+    }
+
+    /// Parts of deleted claims leave the pools at the next sweep; the pools stay bounded under
+    /// churn.
+    #[test]
+    fn pools_drop_parts_of_deleted_claims() {
+        let mut claims = Claims::default();
+        claims.insert("a".into(), claim("a", "gone-node", "gone-subnet"));
+        claims.insert("b".into(), claim("b", "gone-node", "gone-subnet"));
+        let spec = Arc::downgrade(&claims["a"].spec);
+        let config = Arc::downgrade(opaque(&claims["a"])[1]);
+        let selector = Arc::downgrade(requirement(&claims["a"]));
+        claims.remove("a");
+        claims.remove("b");
+        assert!(spec.upgrade().is_some(), "kept until the next sweep");
+        for i in 0..2 * SWEEP_MIN {
+            let name = format!("c{i}");
+            claims.insert(name.clone(), claim(&name, &format!("node-{i}"), &format!("s{i}")));
+            claims.remove(&name);
+        }
+        assert!(spec.upgrade().is_none(), "spec");
+        assert!(config.upgrade().is_none(), "opaque configuration");
+        assert!(selector.upgrade().is_none(), "node selector requirement");
+        assert!(claims.pooled() <= 3 * SWEEP_MIN, "{} entries", claims.pooled());
+    }
+
+    #[test]
+    fn writes_compares_the_whole_text() {
+        let cases = [
+            (r#"{"a":1}"#, true, "same"),
+            (r#"{"a":1"#, false, "text shorter"),
+            (r#"{"a":1}}"#, false, "text longer"),
+            (r#"{"a":2}"#, false, "differs"),
+        ];
+        let value = serde_json::json!({"a": 1});
+        for (text, want, msg) in cases {
+            assert_eq!(writes(&value, text.as_bytes()), want, "{msg}");
+        }
+    }
+}
