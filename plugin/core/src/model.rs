@@ -194,18 +194,10 @@ pub struct NodeSelectorTerm {
     pub match_fields: Vec<NodeSelectorRequirement>,
 }
 
-/// `core/v1` NodeSelectorRequirement, behind an `Arc`: the fields are read through `Deref`
-/// ([`RequirementFields`]). Claims allocated on one node carry equal node selectors; the plugin
-/// stores one copy of each requirement for all of them (an allocation's selector stays a plain
-/// `NodeSelector`, which the allocator builds, so the sharing is one level down).
-#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
-#[serde(transparent)]
-pub struct NodeSelectorRequirement(pub(crate) Arc<RequirementFields>);
-
-/// The fields of a [`NodeSelectorRequirement`].
+/// `core/v1` NodeSelectorRequirement.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
-pub struct RequirementFields {
+pub struct NodeSelectorRequirement {
     /// Label key or field name.
     pub key: String,
     /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
@@ -218,25 +210,11 @@ pub struct RequirementFields {
 impl NodeSelectorRequirement {
     /// A requirement on `key`.
     pub fn new(key: impl Into<String>, operator: impl Into<String>, values: Vec<String>) -> Self {
-        NodeSelectorRequirement(Arc::new(RequirementFields {
+        NodeSelectorRequirement {
             key: key.into(),
             operator: operator.into(),
             values,
-        }))
-    }
-}
-
-impl From<RequirementFields> for NodeSelectorRequirement {
-    fn from(r: RequirementFields) -> Self {
-        NodeSelectorRequirement(Arc::new(r))
-    }
-}
-
-impl std::ops::Deref for NodeSelectorRequirement {
-    type Target = RequirementFields;
-
-    fn deref(&self) -> &RequirementFields {
-        &self.0
+        }
     }
 }
 
@@ -1038,9 +1016,10 @@ pub struct AllocationResult {
     /// Allocated devices and configuration.
     #[serde(default)]
     pub devices: DeviceAllocationResult,
-    /// Nodes on which the allocation is usable.
+    /// Nodes on which the allocation is usable. Shared: the claims allocated on one node carry
+    /// equal selectors, and the plugin stores one copy of each.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub node_selector: Option<NodeSelector>,
+    pub node_selector: Option<Arc<NodeSelector>>,
     /// When the allocation was made.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allocation_timestamp: Option<String>,

@@ -1,5 +1,5 @@
 //! Stored claims hold one copy of their repeated parts (equal specs, a spec's opaque configuration
-//! and the allocation's copy of it, equal node selector requirements), and write back exactly
+//! and the allocation's copy of it, equal node selectors), and write back exactly
 //! what was read.
 
 mod common;
@@ -8,7 +8,7 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::{Value, json};
-use sharing_affinity_core::model::{OpaqueDeviceConfiguration, RequirementFields, ResourceClaim};
+use sharing_affinity_core::model::{NodeSelector, OpaqueDeviceConfiguration, ResourceClaim};
 use sharing_affinity_core::plugin::EventKind;
 
 fn base() -> Vec<Value> {
@@ -46,14 +46,14 @@ fn configs(c: &ResourceClaim) -> [&Arc<OpaqueDeviceConfiguration>; 2] {
     ]
 }
 
-/// The allocation's node selector requirement (the `Arc`'s content: equal addresses are one copy).
-fn requirement(c: &ResourceClaim) -> &RequirementFields {
+/// The allocation's node selector.
+fn selector(c: &ResourceClaim) -> &Arc<NodeSelector> {
     let selector = c
         .status
         .allocation
         .as_ref()
         .and_then(|a| a.node_selector.as_ref());
-    &selector.expect("node selector").node_selector_terms[0].match_fields[0]
+    selector.expect("node selector")
 }
 
 #[test]
@@ -75,7 +75,7 @@ fn loaded_claims_hold_one_copy_of_equal_parts() {
     );
     assert!(!Arc::ptr_eq(configs(a)[0], configs(c)[0]), "another subnet");
     assert!(!Arc::ptr_eq(&a.spec, &c.spec), "another subnet");
-    assert!(std::ptr::eq(requirement(a), requirement(c)), "claims on one node");
+    assert!(Arc::ptr_eq(selector(a), selector(c)), "claims on one node");
 }
 
 #[test]
@@ -129,7 +129,7 @@ fn claims_from_one_template_share_the_spec_config_and_node_selector() {
     );
     assert!(Arc::ptr_eq(configs(a)[1], configs(b)[1]), "allocation configs");
     assert!(
-        std::ptr::eq(requirement(a), requirement(b)),
+        Arc::ptr_eq(selector(a), selector(b)),
         "node selectors on one node"
     );
 }

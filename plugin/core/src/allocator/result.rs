@@ -51,7 +51,7 @@ impl<'a> Allocator<'a> {
                 });
             }
             let config = self.configs(ci, claim)?;
-            let node_selector = self.node_selector(chosen)?;
+            let node_selector = self.node_selector(chosen)?.map(std::sync::Arc::new);
             out.push(ClaimResult {
                 allocation: AllocationResult {
                     devices: DeviceAllocationResult { results, config },

@@ -5,7 +5,7 @@
 //! copies the opaque configuration of its spec, and the claims allocated on one node carry equal
 //! node selectors. These parts sit behind an `Arc` in the model ([`ResourceClaim::spec`],
 //! [`crate::model::DeviceClaimConfiguration::opaque`] and the allocation's copy,
-//! [`crate::model::NodeSelectorRequirement`], [`crate::model::ObjectMeta::annotations`]);
+//! [`crate::model::AllocationResult::node_selector`], [`crate::model::ObjectMeta::annotations`]);
 //! [`Claims::insert`] replaces each with the copy already held, when there is one
 //! ([`Pool::share`]).
 //!
@@ -26,7 +26,7 @@ use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{Map, OpaqueDeviceConfiguration, RequirementFields, ResourceClaim, ResourceClaimSpec};
+use crate::model::{Map, NodeSelector, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec};
 
 /// Fewest claim changes between two sweeps.
 pub(super) const SWEEP_MIN: usize = 256;
@@ -74,7 +74,7 @@ impl Claims {
         self.shared.spec(spec);
     }
 
-    /// Entries in the pools (specs, opaque configurations, node selector requirements).
+    /// Entries in the pools (specs, opaque configurations, node selectors, annotations).
     #[cfg(test)]
     pub(super) fn pooled(&self) -> usize {
         self.shared.len()
@@ -86,7 +86,7 @@ impl Claims {
 struct Shared {
     specs: Pool<ResourceClaimSpec>,
     opaque: Pool<OpaqueDeviceConfiguration>,
-    requirements: Pool<RequirementFields>,
+    selectors: Pool<NodeSelector>,
     annotations: Pool<Map<String, String>>,
     /// Scratch buffer for the JSON text of the part being shared.
     text: Vec<u8>,
@@ -107,14 +107,8 @@ impl Shared {
             for o in a.devices.config.iter_mut().filter_map(|c| c.opaque.as_mut()) {
                 self.opaque.share(o, &mut self.text);
             }
-            for term in a
-                .node_selector
-                .iter_mut()
-                .flat_map(|s| &mut s.node_selector_terms)
-            {
-                for r in term.match_expressions.iter_mut().chain(&mut term.match_fields) {
-                    self.requirements.share(&mut r.0, &mut self.text);
-                }
+            if let Some(s) = &mut a.node_selector {
+                self.selectors.share(s, &mut self.text);
             }
         }
     }
@@ -137,7 +131,7 @@ impl Shared {
             // Specs first: a dropped spec releases its opaque configurations.
             self.specs.sweep();
             self.opaque.sweep();
-            self.requirements.sweep();
+            self.selectors.sweep();
             self.annotations.sweep();
             self.changes = 0;
             self.swept = self.len();
@@ -147,7 +141,7 @@ impl Shared {
     fn len(&self) -> usize {
         self.specs.entries.len()
             + self.opaque.entries.len()
-            + self.requirements.entries.len()
+            + self.selectors.entries.len()
             + self.annotations.entries.len()
     }
 }
@@ -226,7 +220,7 @@ mod tests {
     use serde_json::json;
 
     use super::{Claims, SWEEP_MIN, writes};
-    use crate::model::{OpaqueDeviceConfiguration, RequirementFields, ResourceClaim};
+    use crate::model::{NodeSelector, OpaqueDeviceConfiguration, ResourceClaim};
 
     fn claim(name: &str, node: &str, subnet: &str) -> Box<ResourceClaim> {
         let opaque =
@@ -249,14 +243,14 @@ mod tests {
         )
     }
 
-    /// The allocation's node selector requirement.
-    fn requirement(c: &ResourceClaim) -> &Arc<RequirementFields> {
+    /// The allocation's node selector.
+    fn selector(c: &ResourceClaim) -> &Arc<NodeSelector> {
         let selector = c
             .status
             .allocation
             .as_ref()
             .and_then(|a| a.node_selector.as_ref());
-        &selector.unwrap().node_selector_terms[0].match_fields[0].0
+        selector.unwrap()
     }
 
     /// The spec's and the allocation's opaque configuration.
@@ -301,8 +295,8 @@ mod tests {
             "allocation configs of two claims"
         );
         assert!(!Arc::ptr_eq(opaque(a)[0], opaque(c)[0]), "other subnet");
-        assert!(Arc::ptr_eq(requirement(a), requirement(b)), "same node");
-        assert!(!Arc::ptr_eq(requirement(a), requirement(c)), "other node");
+        assert!(Arc::ptr_eq(selector(a), selector(b)), "same node");
+        assert!(!Arc::ptr_eq(selector(a), selector(c)), "other node");
         for ((name, ..), text) in cases.iter().zip(&texts) {
             assert_eq!(&serde_json::to_string(&claims[*name]).unwrap(), text, "{name}");
         }
@@ -342,7 +336,7 @@ mod tests {
         claims.insert("b".into(), claim("b", "gone-node", "gone-subnet"));
         let spec = Arc::downgrade(&claims["a"].spec);
         let config = Arc::downgrade(opaque(&claims["a"])[1]);
-        let selector = Arc::downgrade(requirement(&claims["a"]));
+        let selector = Arc::downgrade(selector(&claims["a"]));
         claims.remove("a");
         claims.remove("b");
         assert!(spec.upgrade().is_some(), "kept until the next sweep");
@@ -353,7 +347,7 @@ mod tests {
         }
         assert!(spec.upgrade().is_none(), "spec");
         assert!(config.upgrade().is_none(), "opaque configuration");
-        assert!(selector.upgrade().is_none(), "node selector requirement");
+        assert!(selector.upgrade().is_none(), "node selector");
         assert!(claims.pooled() <= 3 * SWEEP_MIN, "{} entries", claims.pooled());
     }
 
