@@ -39,7 +39,7 @@ impl<'a> Allocator<'a> {
                             .capacity
                             .keys()
                             .cloned()
-                            .zip(consumption(fields.capacity, entry))
+                            .zip(consumption(fields.capacity, &entry.capacity))
                             .collect()
                     }),
                 });

@@ -14,19 +14,13 @@ use smallvec::SmallVec;
 use std::sync::Arc;
 
 impl<'a> Allocator<'a> {
-    /// Upstream `CmpRequestOverCapacity` for request `rd` asking for `requested`: `None` when it
-    /// names a capacity the device lacks (the device is skipped), else whether every capacity
-    /// stays within its value.
-    pub(super) fn capacity_fits(
-        &self,
-        rd: &ReqData,
-        requested: Option<&Map<String, Quantity>>,
-        d: DevIdx,
-    ) -> Option<bool> {
+    /// Upstream `CmpRequestOverCapacity` for request `rd`: `None` when it names a capacity the
+    /// device lacks (the device is skipped), else whether every capacity stays within its value.
+    pub(super) fn capacity_fits(&self, rd: &ReqData, d: DevIdx) -> Option<bool> {
         let caps = &self.input.index.device(d).capacity;
         let allocated = &self.device_use(d).consumed;
         let allocating = self.scratch.allocating_capacity.get(&d);
-        with_need(rd, requested, caps, |need| {
+        with_need(self.input, rd, caps, |need| {
             let consumes = match need {
                 Need::Lacks => return None,
                 Need::BreaksPolicy => return Some(false),
@@ -226,7 +220,7 @@ impl<'a> Allocator<'a> {
         if !all_taints_ok(entry, fields.tolerations) {
             return Ok(None);
         }
-        if self.capacity_fits(rd, fields.capacity, d) != Some(true) {
+        if self.capacity_fits(rd, d) != Some(true) {
             return Ok(None);
         }
         // Sharing affinity, next to the capacity check.
@@ -312,7 +306,7 @@ impl<'a> Allocator<'a> {
                 || vec![zero(); caps.len()],
             );
             // The capacity check passed, so the request consumes.
-            with_need(rd, fields.capacity, caps, |need| {
+            with_need(self.input, rd, caps, |need| {
                 if let Need::Consumes(consumes) = need {
                     for (cur, q) in slot.iter_mut().zip(consumes) {
                         if let Some(v) = cur.checked_add(q) {
@@ -446,46 +440,44 @@ impl Need {
         {
             return Need::Lacks;
         }
-        let mut consumes = SmallVec::with_capacity(caps.len());
-        for (name, cap) in caps.iter() {
-            let consumed = capacity::consumed_capacity(requested.and_then(|r| r.get(name)), cap);
-            if capacity::violates_policy(&consumed, cap.request_policy.as_deref()) {
-                return Need::BreaksPolicy;
-            }
-            consumes.push(consumed);
+        let consumes: SmallVec<[Quantity; 2]> = consumption(requested, caps).collect();
+        let breaks = consumes
+            .iter()
+            .zip(caps.values())
+            .any(|(q, cap)| capacity::violates_policy(q, cap.request_policy.as_deref()));
+        if breaks {
+            Need::BreaksPolicy
+        } else {
+            Need::Consumes(consumes)
         }
-        Need::Consumes(consumes)
     }
 }
 
-/// Calls `f` with what request `rd` (asking for `requested`) needs of a device whose capacity
-/// map is `caps`: from the request's memo when `caps` is the first shape the request met
-/// ([`ReqData::need_first`]), else computed.
+/// Calls `f` with what request `rd` needs of a device whose capacity map is `caps`: from the
+/// request's memo when `caps` is the first shape the request met ([`ReqData::need_first`]), else
+/// computed (the request's capacities are looked up only then).
 fn with_need<R>(
+    input: &Input<'_>,
     rd: &ReqData,
-    requested: Option<&Map<String, Quantity>>,
     caps: &Arc<Map<String, DeviceCapacity>>,
     f: impl FnOnce(&Need) -> R,
 ) -> R {
-    let (shape, need) = rd
-        .need_first
-        .get_or_init(|| (Arc::clone(caps), Need::of(requested, caps)));
+    let need = || Need::of(super::request_fields(input, rd).capacity, caps);
+    let (shape, first) = rd.need_first.get_or_init(|| (Arc::clone(caps), need()));
     if Arc::ptr_eq(shape, caps) {
-        f(need)
+        f(first)
     } else {
-        f(&Need::of(requested, caps))
+        f(&need())
     }
 }
 
-/// The capacity a request consumes on a device, aligned with the device's `capacity` map (what
-/// a shared allocation adds to the device's consumed capacity).
+/// The capacity a request consumes on a device, aligned with the device's capacity map `caps`
+/// (what a shared allocation adds to the device's consumed capacity).
 pub(super) fn consumption<'x>(
     requested: Option<&'x Map<String, Quantity>>,
-    entry: &'x crate::index::DeviceEntry,
+    caps: &'x Map<String, DeviceCapacity>,
 ) -> impl Iterator<Item = Quantity> + 'x {
-    entry
-        .capacity
-        .iter()
+    caps.iter()
         .map(move |(n, cap)| capacity::consumed_capacity(requested.and_then(|q| q.get(n)), cap))
 }
 

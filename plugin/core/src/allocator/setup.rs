@@ -228,7 +228,7 @@ impl<'a> Allocator<'a> {
                         // capacity-insufficient shared devices: a lock to other values, an
                         // unreconstructable device, strict gating failing for this request.
                         if selectable(self.input, &rd, d)?
-                            && self.capacity_fits(&rd, fields.capacity, d) == Some(true)
+                            && self.capacity_fits(&rd, d) == Some(true)
                             && self.persistently_viable(&rd, d)
                         {
                             rd.all_devices.push(d);

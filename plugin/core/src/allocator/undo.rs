@@ -44,7 +44,7 @@ impl<'a> Allocator<'a> {
             if let Some(slot) = self.scratch.allocating_capacity.get_mut(&undo.dev)
                 && let Some(requested) = requested
             {
-                for (cur, q) in slot.iter_mut().zip(consumption(requested, entry)) {
+                for (cur, q) in slot.iter_mut().zip(consumption(requested, &entry.capacity)) {
                     if let Some(v) = cur.checked_sub(&q) {
                         *cur = v;
                     }
