@@ -511,7 +511,7 @@ impl Extractors {
 
     /// Whether the device's pool has extractors (or an extractor or declaration error).
     pub fn pool_has_affinity(&self, index: &Index, dev: DevIdx) -> bool {
-        let pool = index.device(dev).pool;
+        let pool = index.flags(dev).pool as usize;
         match &self.per_pool[pool] {
             Ok(ids) => !ids.is_empty() || self.invalid_declarations[pool],
             Err(_) => true,

@@ -201,8 +201,9 @@ impl<'a> Allocator<'a> {
     ) -> Result<Option<Undo<'a>>, Stop> {
         let index = self.input.index;
         let entry = index.device(d);
+        let flags = index.flags(d);
         let rd = &self.reqs[r.claim][r.request][r.sub];
-        let ama = entry.allow_multiple;
+        let ama = flags.allow_multiple;
         if !ama
             && rd.admin
             && self
@@ -217,7 +218,8 @@ impl<'a> Allocator<'a> {
             return Ok(None);
         }
         let fields = self.fields(rd);
-        if !all_taints_ok(entry, fields.tolerations) {
+        // The device object is read only when the flags say it has taints (or counters, below).
+        if flags.tainted && !all_taints_ok(entry, fields.tolerations) {
             return Ok(None);
         }
         if self.capacity_fits(rd, d) != Some(true) {
@@ -244,7 +246,7 @@ impl<'a> Allocator<'a> {
         // Counters: consumed once per multi-allocatable device.
         let skip_counters = ama && self.capacity_in_use(d);
         let mut counters_pool = None;
-        if !skip_counters && !entry.device.consumes_counters.is_empty() {
+        if !skip_counters && flags.counters {
             self.init_counters(entry.pool);
             if !self
                 .counters
@@ -368,8 +370,9 @@ pub fn init_pool_counters(counters: &mut CounterState, index: &Index, uses: &[De
 /// cached (their text names the claim).
 pub(super) fn selectable(input: &Input<'_>, rd: &ReqData, d: DevIdx) -> Result<bool, String> {
     let index = input.index;
-    let entry = index.device(d);
-    let pool = &index.pools[entry.pool];
+    // The entry and its pool are read only for a selector result not yet cached, an error, or
+    // per-device node selection; the flags (one line for the node's devices) answer the rest.
+    let entry = || index.device(d);
     // Built at the first selector whose result is not cached, once for the rest.
     let mut dev = None;
     for (i, (from_class, compiled)) in rd.selectors.iter().enumerate() {
@@ -393,16 +396,16 @@ pub(super) fn selectable(input: &Input<'_>, rd: &ReqData, d: DevIdx) -> Result<b
                 let dev = match &dev {
                     Some(d) => d,
                     None => dev.insert(
-                        entry
-                            .cel(&pool.driver)
-                            .map_err(|e| format!("{}: device {}: {e}", owner().0, entry.key))?,
+                        entry()
+                            .cel(&index.pool_of(d).driver)
+                            .map_err(|e| format!("{}: device {}: {e}", owner().0, entry().key))?,
                     ),
                 };
                 let m = sel.matches(dev).map_err(|e| {
                     let (owner, expr) = owner();
                     format!(
                         "{owner}: selector #{i} {expr:?} on device {}: CEL runtime error: {e}",
-                        entry.key
+                        entry().key
                     )
                 })?;
                 input.selector_cache.insert(d, sel.id(), m);
@@ -413,7 +416,8 @@ pub(super) fn selectable(input: &Input<'_>, rd: &ReqData, d: DevIdx) -> Result<b
             return Ok(false);
         }
     }
-    if pool.slices[entry.slice].per_device {
+    if index.flags(d).per_device {
+        let entry = entry();
         return device_node_matches(input.node, &entry.device)
             .map_err(|e| format!("device {}: {e}", entry.key));
     }
