@@ -79,40 +79,68 @@ type HolderKey = (String, String);
 
 /// The stored Nodes by name, each with a dense id that the per-node state indexes by
 /// ([`Derived::node_pools`], a cycle's results): a Filter call looks its node's name up once.
-/// A node keeps its id while it exists; a deleted node's id is handed out again.
+/// A node keeps its id while it exists; a deleted node's id is handed out again. Names are
+/// compared with [`crate::bytes_eq`] (a `HashTable` lets the lookup choose its comparison; a
+/// `HashMap<String, _>` compares with `memcmp`, one byte per iteration in the wasm guests).
 #[derive(Default)]
 struct Nodes {
-    by_name: crate::FxHashMap<String, (u32, Box<Node>)>,
+    by_name: hashbrown::HashTable<StoredNode>,
     /// Ids of deleted nodes, to hand out again.
     free: Vec<u32>,
 }
 
+struct StoredNode {
+    name: Box<str>,
+    id: u32,
+    node: Box<Node>,
+}
+
 impl Nodes {
+    fn hash(name: &str) -> u64 {
+        use std::hash::BuildHasher;
+        rustc_hash::FxBuildHasher.hash_one(name)
+    }
+
+    fn is(name: &str) -> impl Fn(&StoredNode) -> bool + '_ {
+        move |n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes())
+    }
+
     /// The node's id and object.
     fn get(&self, name: &str) -> Option<(u32, &Node)> {
-        self.by_name.get(name).map(|(id, n)| (*id, &**n))
+        self.by_name
+            .find(Self::hash(name), Self::is(name))
+            .map(|n| (n.id, &*n.node))
     }
 
     /// Stores a node (replacing one of the same name, whose id it keeps) and returns its id.
     fn insert(&mut self, name: String, node: Box<Node>) -> u32 {
-        if let Some(slot) = self.by_name.get_mut(&name) {
-            slot.1 = node;
-            return slot.0;
+        let hash = Self::hash(&name);
+        if let Some(slot) = self.by_name.find_mut(hash, Self::is(&name)) {
+            slot.node = node;
+            return slot.id;
         }
         // Without a free id, every id below the number of nodes is taken.
         let id = self
             .free
             .pop()
             .unwrap_or_else(|| u32::try_from(self.by_name.len()).unwrap_or(u32::MAX));
-        self.by_name.insert(name, (id, node));
+        let name = name.into_boxed_str();
+        self.by_name
+            .insert_unique(hash, StoredNode { name, id, node }, |n| Self::hash(&n.name));
         id
     }
 
     /// Deletes a node; its id, if it existed.
     fn remove(&mut self, name: &str) -> Option<u32> {
-        let (id, _) = self.by_name.remove(name)?;
+        let entry = self.by_name.find_entry(Self::hash(name), Self::is(name)).ok()?;
+        let (StoredNode { id, .. }, _) = entry.remove();
         self.free.push(id);
         Some(id)
+    }
+
+    /// The names of the stored nodes (in no order).
+    fn names(&self) -> impl Iterator<Item = &str> {
+        self.by_name.iter().map(|n| &*n.name)
     }
 
     fn len(&self) -> usize {
@@ -620,7 +648,7 @@ impl Plugin {
 
     /// Names of all known nodes, sorted.
     pub fn node_names(&self) -> Vec<String> {
-        let mut names: Vec<String> = self.nodes.by_name.keys().cloned().collect();
+        let mut names: Vec<String> = self.nodes.names().map(str::to_string).collect();
         names.sort_unstable();
         names
     }

@@ -339,13 +339,17 @@ impl<B: Backend> GuestState<B> {
 
     /// The current pod, which must be the pod of this instance's scheduling cycle.
     fn cycle_pod(&mut self, hook: &str) -> Result<(), Reply> {
-        // Every hook of one cycle sees the same pod bytes: compared in place, nothing decoded or
-        // copied.
+        // Every hook of one cycle sees the same pod bytes: compared in place, a word at a time,
+        // nothing decoded or copied.
         let bytes = self
             .buf
             .read("currentPod", imports::current_pod)
             .map_err(|e| Reply::error(e.to_string()))?;
-        if self.cycle.as_ref().is_some_and(|c| c.bytes == bytes) {
+        if self
+            .cycle
+            .as_ref()
+            .is_some_and(|c| sharing_affinity_core::bytes_eq(&c.bytes, bytes))
+        {
             return Ok(());
         }
         let pod = self.current_pod().map_err(Reply::error)?;
