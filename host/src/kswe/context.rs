@@ -235,4 +235,8 @@ pub struct GuestData {
     pub wasi: WasiState,
     /// The instance name (`1`, `2`, ...), as wazero's module name.
     pub name: String,
+    /// The instance's exported `memory`, kept once instantiated: host functions read and write
+    /// it on every call (looking it up by name cost about 600 instructions per hook). Host
+    /// functions called before then (a start section) look it up by name.
+    pub memory: Option<wasmtime::Memory>,
 }

@@ -2,12 +2,11 @@
 //! upstream `newGuest` does: a unique name from a counter, `_start` run once, its output captured,
 //! `proc_exit(0)` in `_start` closing the instance silently.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use wasmtime::{Engine, Func, Instance, Linker, Module, Store, Val};
+use wasmtime::{Engine, Func, Instance, Linker, Module, Store, TypedFunc, Val};
 
-use super::abi::{EXPORT_START, Export, Ret};
+use super::abi::{EXPORT_MEMORY, EXPORT_START, Export, Ret};
 use super::context::{CallStack, GuestData, MAX_CAPTURED_OUTPUT, Shared, WasiState};
 use super::trap::{DebugInfo, ProcExit, decorate};
 use crate::limits::Limits;
@@ -21,11 +20,38 @@ pub enum Raw {
     Failed(String),
 }
 
+/// An export with its typed form, checked once at instantiation (`None`: the signature does
+/// not match, and the call reports wasmtime's type error as before).
+struct Callable {
+    func: Func,
+    typed: Option<Typed>,
+}
+
+#[derive(Clone)]
+enum Typed {
+    Unit(TypedFunc<(), ()>),
+    I32(TypedFunc<(), i32>),
+    I64(TypedFunc<(), i64>),
+}
+
+impl Callable {
+    fn new(store: &Store<GuestData>, export: Export, func: Func) -> Callable {
+        let typed = match export.ret() {
+            Ret::Unit => func.typed(store).ok().map(Typed::Unit),
+            Ret::I32 => func.typed(store).ok().map(Typed::I32),
+            Ret::I64 => func.typed(store).ok().map(Typed::I64),
+        };
+        Callable { func, typed }
+    }
+}
+
 /// A live guest instance.
 pub struct Guest {
     store: Store<GuestData>,
     instance: Instance,
-    funcs: HashMap<Export, Func>,
+    /// The known exports the instance has, by `Export as usize` (no lookup by name or hash per
+    /// call); boxed, as instances move in and out of the host's pool on every call.
+    funcs: Box<[Option<Callable>; Export::ALL.len()]>,
     /// Set when the instance exited (`proc_exit`): later calls fail.
     closed: Option<u32>,
 }
@@ -33,13 +59,13 @@ pub struct Guest {
 impl Guest {
     /// Whether the instance exports `export`.
     pub fn has(&self, export: Export) -> bool {
-        self.funcs.contains_key(&export)
+        self.funcs[export as usize].is_some()
     }
 
     /// The size of the instance's `memory` in bytes (0 without one).
     pub fn memory_bytes(&mut self) -> usize {
         self.instance
-            .get_memory(&mut self.store, super::abi::EXPORT_MEMORY)
+            .get_memory(&mut self.store, EXPORT_MEMORY)
             .map_or(0, |m| m.data_size(&self.store))
     }
 
@@ -73,7 +99,7 @@ impl Guest {
                 stack,
             );
         }
-        let Some(func) = self.funcs.get(&export).copied() else {
+        let Some(callable) = &self.funcs[export as usize] else {
             return (
                 Raw::Failed(decorate(b"", export.name(), "function not exported")),
                 stack,
@@ -81,19 +107,12 @@ impl Guest {
         };
         self.store.data_mut().stack = Some(stack);
         self.store.set_epoch_deadline(limits.deadline_ticks());
-        let result = match export.ret() {
-            Ret::Unit => func
-                .typed::<(), ()>(&self.store)
-                .and_then(|f| f.call(&mut self.store, ()))
-                .map(|()| None),
-            Ret::I32 => func
-                .typed::<(), i32>(&self.store)
-                .and_then(|f| f.call(&mut self.store, ()))
-                .map(|v| Some(i64::from(v))),
-            Ret::I64 => func
-                .typed::<(), i64>(&self.store)
-                .and_then(|f| f.call(&mut self.store, ()))
-                .map(Some),
+        let func = callable.func;
+        let result = match callable.typed.clone() {
+            Some(Typed::Unit(f)) => f.call(&mut self.store, ()).map(|()| None),
+            Some(Typed::I32(f)) => f.call(&mut self.store, ()).map(|v| Some(i64::from(v))),
+            Some(Typed::I64(f)) => f.call(&mut self.store, ()).map(Some),
+            None => Self::call_untyped(&mut self.store, export, func),
         };
         let data = self.store.data_mut();
         let stack = data.stack.take().unwrap_or_default();
@@ -113,6 +132,30 @@ impl Guest {
                     stack,
                 )
             }
+        }
+    }
+}
+
+impl Guest {
+    /// A call whose export has another signature than `export` needs: wasmtime's type error.
+    fn call_untyped(
+        store: &mut Store<GuestData>,
+        export: Export,
+        func: Func,
+    ) -> wasmtime::Result<Option<i64>> {
+        match export.ret() {
+            Ret::Unit => func
+                .typed::<(), ()>(&*store)
+                .and_then(|f| f.call(&mut *store, ()))
+                .map(|()| None),
+            Ret::I32 => func
+                .typed::<(), i32>(&*store)
+                .and_then(|f| f.call(&mut *store, ()))
+                .map(|v| Some(i64::from(v))),
+            Ret::I64 => func
+                .typed::<(), i64>(&*store)
+                .and_then(|f| f.call(&mut *store, ()))
+                .map(Some),
         }
     }
 }
@@ -167,6 +210,7 @@ impl Factory {
             limiter: limits.limiter(),
             wasi: WasiState::default(),
             name: name.clone(),
+            memory: None,
         };
         let mut store = Store::new(&self.engine, data);
         store.limiter(|d| &mut d.limiter);
@@ -185,6 +229,7 @@ impl Factory {
                 return (Err(decorate(&out, "instantiate", &msg)), stack);
             }
         };
+        store.data_mut().memory = instance.get_memory(&mut store, EXPORT_MEMORY);
         let mut closed = None;
         if let Some(start) = instance.get_func(&mut store, EXPORT_START) {
             let ty = start.ty(&store);
@@ -222,10 +267,11 @@ impl Factory {
         let stack = data.stack.take();
         data.out.clear();
         data.out_dropped = 0;
-        let funcs = Export::ALL
-            .into_iter()
-            .filter_map(|e| instance.get_func(&mut store, e.name()).map(|f| (e, f)))
-            .collect();
+        let funcs = Box::new(std::array::from_fn(|i| {
+            let e = Export::ALL.into_iter().find(|e| *e as usize == i)?;
+            let func = instance.get_func(&mut store, e.name())?;
+            Some(Callable::new(&store, e, func))
+        }));
         (
             Ok(Guest {
                 store,

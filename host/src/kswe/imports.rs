@@ -18,9 +18,17 @@ use crate::limits::Exceeded;
 
 type C<'a> = Caller<'a, GuestData>;
 
+/// The guest's exported `memory` ([`GuestData::memory`], or by name before it is kept).
+pub(crate) fn memory(caller: &mut C<'_>) -> Option<wasmtime::Memory> {
+    caller
+        .data()
+        .memory
+        .or_else(|| caller.get_export(super::abi::EXPORT_MEMORY)?.into_memory())
+}
+
 /// Reads `len` bytes at `ptr` of the guest's `memory`; `None` when out of bounds.
 pub(crate) fn read(caller: &mut C<'_>, ptr: i32, len: i32) -> Option<Vec<u8>> {
-    let memory = caller.get_export("memory")?.into_memory()?;
+    let memory = memory(caller)?;
     let start = ptr as u32 as usize;
     let end = start.checked_add(len as u32 as usize)?;
     memory.data(&*caller).get(start..end).map(<[u8]>::to_vec)
@@ -28,7 +36,7 @@ pub(crate) fn read(caller: &mut C<'_>, ptr: i32, len: i32) -> Option<Vec<u8>> {
 
 /// Writes `bytes` at `ptr`; false when out of bounds (nothing is written then).
 pub(crate) fn write(caller: &mut C<'_>, ptr: i32, bytes: &[u8]) -> bool {
-    let Some(memory) = caller.get_export("memory").and_then(|e| e.into_memory()) else {
+    let Some(memory) = memory(caller) else {
         return false;
     };
     let start = ptr as u32 as usize;

@@ -12,7 +12,7 @@ use wasmtime::{Caller, FuncType, Linker, Val};
 
 use super::abi::MODULE_WASI;
 use super::context::{GuestData, MAX_CAPTURED_OUTPUT};
-use super::imports::{read, write};
+use super::imports::{memory, read, write};
 use super::table::WASI;
 use super::trap::ProcExit;
 
@@ -120,10 +120,7 @@ pub fn add_wasi(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         // Bounds first: the length is the guest's, up to 4 GiB (found by the kswe_imports fuzz
         // target: a 2 GiB buffer outside memory was allocated and filled before the check).
         let len = len as u32 as usize;
-        let size = c
-            .get_export("memory")
-            .and_then(|e| e.into_memory())
-            .map_or(0, |m| m.data_size(&c));
+        let size = memory(&mut c).map_or(0, |m| m.data_size(&c));
         if (buf as u32 as usize)
             .checked_add(len)
             .is_none_or(|end| end > size)
@@ -151,10 +148,7 @@ pub fn add_wasi(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
             let Some(table) = read(&mut c, iovs, iovs_len.wrapping_mul(8)) else {
                 return errno::EFAULT;
             };
-            let size = c
-                .get_export("memory")
-                .and_then(|e| e.into_memory())
-                .map_or(0, |m| m.data_size(&c));
+            let size = memory(&mut c).map_or(0, |m| m.data_size(&c));
             let mut total = 0u32;
             for iov in table.chunks_exact(8) {
                 let ptr = u32::from_le_bytes([iov[0], iov[1], iov[2], iov[3]]);
