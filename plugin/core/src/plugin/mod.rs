@@ -28,7 +28,6 @@ use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
 use crate::model::{
     AllocationResult, DeviceClass, DeviceTaintRule, Node, Pod, ResourceClaim, ResourceClaimTemplate,
-    ResourceSlice,
 };
 use crate::object::{Object, decode_str, object_key, parse_objects};
 use crate::quantity::Quantity;
@@ -41,7 +40,7 @@ mod locks;
 mod shared;
 
 use locks::Locks;
-use shared::Claims;
+use shared::{Claims, Slices};
 
 /// Kind of an object event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -216,7 +215,8 @@ pub struct Plugin {
     /// Pods not bound to a node (see [`Plugin::upsert`]), and the pods our Bind bound.
     pods: BTreeMap<String, Box<Pod>>,
     classes: crate::FxHashMap<String, DeviceClass>,
-    slices: BTreeMap<String, Box<ResourceSlice>>,
+    /// ResourceSlices by name, their devices' repeated parts stored once ([`shared`]).
+    slices: Slices,
     /// Claims by `namespace/name`, their repeated parts stored once ([`shared`]).
     claims: Claims,
     templates: BTreeMap<String, ResourceClaimTemplate>,
@@ -258,7 +258,7 @@ impl Plugin {
             nodes: Nodes::default(),
             pods: BTreeMap::new(),
             classes: crate::FxHashMap::default(),
-            slices: BTreeMap::new(),
+            slices: Slices::default(),
             claims: Claims::default(),
             templates: BTreeMap::new(),
             taint_rules: BTreeMap::new(),
