@@ -97,9 +97,15 @@ pub struct Node {
     /// Object metadata (`metadata.name` and `metadata.labels`).
     #[serde(default)]
     pub metadata: ObjectMeta,
-    /// Node status (capacity, allocatable, images).
-    #[serde(default, skip_serializing_if = "NodeStatus::is_empty")]
-    pub status: NodeStatus,
+    /// Node status (capacity, allocatable, images). Shared: the nodes of one machine type
+    /// report equal statuses, and the plugin stores one copy of each (change it with
+    /// `Arc::make_mut`).
+    #[serde(default, skip_serializing_if = "status_empty")]
+    pub status: Arc<NodeStatus>,
+}
+
+fn status_empty(status: &Arc<NodeStatus>) -> bool {
+    status.is_empty()
 }
 
 /// `core/v1` NodeStatus (subset).

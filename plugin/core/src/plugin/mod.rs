@@ -40,7 +40,7 @@ mod locks;
 mod shared;
 
 use locks::Locks;
-use shared::{Claims, Slices};
+use shared::{Claims, NodeStatuses, Slices};
 
 /// Kind of an object event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -84,6 +84,8 @@ struct Nodes {
     by_name: crate::FxHashMap<String, (u32, Box<Node>)>,
     /// Ids of deleted nodes, to hand out again.
     free: Vec<u32>,
+    /// The nodes' statuses, one copy of each ([`shared`]).
+    statuses: NodeStatuses,
 }
 
 impl Nodes {
@@ -93,7 +95,8 @@ impl Nodes {
     }
 
     /// Stores a node (replacing one of the same name, whose id it keeps) and returns its id.
-    fn insert(&mut self, name: String, node: Box<Node>) -> u32 {
+    fn insert(&mut self, name: String, mut node: Box<Node>) -> u32 {
+        self.statuses.share(&mut node.status);
         if let Some(slot) = self.by_name.get_mut(&name) {
             slot.1 = node;
             return slot.0;

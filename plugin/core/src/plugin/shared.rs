@@ -19,7 +19,8 @@
 //! work per as many changes, and the pools stay within a small multiple of what the stored
 //! claims hold.
 //!
-//! Stored ResourceSlices ([`Slices`]) share their devices' attribute names (a driver's devices
+//! Stored Nodes share their statuses ([`NodeStatuses`]: the nodes of one machine type report
+//! equal ones). Stored ResourceSlices ([`Slices`]) share their devices' attribute names (a driver's devices
 //! repeat the same few) and capacity maps (equal when they serialise the same, as above), with
 //! the same sweeps.
 
@@ -31,8 +32,8 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::model::{
-    DeviceCapacity, Map, NodeSelector, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec,
-    ResourceSlice,
+    DeviceCapacity, Map, NodeSelector, NodeStatus, OpaqueDeviceConfiguration, ResourceClaim,
+    ResourceClaimSpec, ResourceSlice,
 };
 
 /// Fewest claim changes between two sweeps.
@@ -159,6 +160,39 @@ impl Slices {
     /// Entries in the pools (attribute names, capacities).
     fn pooled(&self) -> usize {
         self.names.len() + self.capacities.entries.len()
+    }
+}
+
+/// The Node statuses, one copy of each that serialises the same, swept like the claims' parts.
+#[derive(Default)]
+pub(super) struct NodeStatuses {
+    pool: Pool<NodeStatus>,
+    /// Scratch buffer for the JSON text of the status being shared.
+    text: Vec<u8>,
+    /// Node stores since the last sweep.
+    changes: usize,
+    /// Entries after the last sweep.
+    swept: usize,
+}
+
+impl NodeStatuses {
+    /// Replaces a stored node's status with the copy already held, or pools it.
+    pub(super) fn share(&mut self, status: &mut Arc<NodeStatus>) {
+        if !status.is_empty() {
+            self.pool.share(status, &mut self.text);
+        }
+        self.changes += 1;
+        if self.changes >= self.swept.max(SWEEP_MIN) {
+            self.pool.sweep();
+            self.changes = 0;
+            self.swept = self.pool.entries.len();
+        }
+    }
+
+    /// Entries in the pool.
+    #[cfg(test)]
+    fn pooled(&self) -> usize {
+        self.pool.entries.len()
     }
 }
 
@@ -300,8 +334,8 @@ mod tests {
 
     use serde_json::json;
 
-    use super::{Claims, SWEEP_MIN, Slices, writes};
-    use crate::model::{NodeSelector, OpaqueDeviceConfiguration, ResourceClaim, ResourceSlice};
+    use super::{Claims, NodeStatuses, SWEEP_MIN, Slices, writes};
+    use crate::model::{NodeSelector, NodeStatus, OpaqueDeviceConfiguration, ResourceClaim, ResourceSlice};
 
     fn claim(name: &str, node: &str, subnet: &str) -> Box<ResourceClaim> {
         let opaque =
@@ -512,6 +546,39 @@ mod tests {
         assert!(name.upgrade().is_none(), "attribute name");
         assert!(capacity.upgrade().is_none(), "capacity");
         assert!(slices.pooled() <= 3 * SWEEP_MIN, "{} entries", slices.pooled());
+    }
+
+    fn status(memory: &str) -> Arc<NodeStatus> {
+        Arc::new(serde_json::from_value(json!({"capacity": {"cpu": "32", "memory": memory}})).unwrap())
+    }
+
+    /// Nodes share the statuses that serialise the same, not those written differently; statuses
+    /// no node holds leave the pool at the next sweep.
+    #[test]
+    fn equal_node_statuses_are_one_copy() {
+        let mut statuses = NodeStatuses::default();
+        let (mut a, mut b, mut c) = (status("2048"), status("2048"), status("2Ki"));
+        for s in [&mut a, &mut b, &mut c] {
+            statuses.share(s);
+        }
+        assert!(Arc::ptr_eq(&a, &b), "same text");
+        assert_eq!(a, c, "equal quantities");
+        assert!(!Arc::ptr_eq(&a, &c), "written differently");
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"capacity":{"cpu":"32","memory":"2Ki"}}"#
+        );
+        let gone = Arc::downgrade(&a);
+        drop((a, b));
+        for i in 0..2 * SWEEP_MIN {
+            statuses.share(&mut status(&i.to_string()));
+        }
+        assert!(gone.upgrade().is_none(), "swept");
+        assert!(
+            statuses.pooled() <= 3 * SWEEP_MIN,
+            "{} entries",
+            statuses.pooled()
+        );
     }
 
     #[test]
