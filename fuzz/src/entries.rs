@@ -140,7 +140,7 @@ fn sample_devices(which: usize) -> Vec<CelDevice> {
             let attributes = d
                 .attributes
                 .iter()
-                .filter_map(|(k, a)| a.value().map(|v| (k.clone(), v)))
+                .filter_map(|(k, a)| a.value().map(|v| (k.to_string(), v)))
                 .collect();
             let capacity = d
                 .capacity

@@ -950,7 +950,7 @@ fn cel_device(driver: &str, device: &Device) -> Result<CelDevice, String> {
         let value = a
             .value()
             .ok_or_else(|| format!("attribute {name} has no single value"))?;
-        attributes.insert(name.clone(), value);
+        attributes.insert(name.to_string(), value);
     }
     let capacity = device
         .capacity

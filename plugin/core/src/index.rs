@@ -171,7 +171,7 @@ impl DeviceData {
         for (name, value) in self.device.attributes.iter() {
             match value.as_value() {
                 Some(v) => {
-                    attrs.insert(name.clone(), v.clone());
+                    attrs.insert(name.to_string(), v.clone());
                 }
                 None => return Err(format!("attribute {name}: unsupported attribute value")),
             }
@@ -722,7 +722,7 @@ mod tests {
         }
         // The shared copy is the device's capacity as written.
         let device = &idx.devices[idx.by_key[&DeviceKey::new("d", "q", "milli")] as usize];
-        assert_eq!(*device.capacity, device.device.capacity);
+        assert_eq!(*device.capacity, *device.device.capacity);
         assert_eq!(
             device
                 .capacity

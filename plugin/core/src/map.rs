@@ -142,6 +142,18 @@ impl<K: Ord, V> Map<K, V> {
         Some(v)
     }
 
+    /// Replaces keys with equal ones that `share` gives (such as a copy shared with other maps);
+    /// a key `share` gives that is not equal is ignored, so the order stays as it was.
+    pub fn share_keys(&mut self, mut share: impl FnMut(&K) -> Option<K>) {
+        for (k, _) in self.0.iter_mut() {
+            if let Some(shared) = share(k)
+                && shared == *k
+            {
+                *k = shared;
+            }
+        }
+    }
+
     /// Keeps the entries for which `keep` is true.
     pub fn retain(&mut self, mut keep: impl FnMut(&K, &mut V) -> bool) {
         // A boxed slice converts to a `Vec` and back without copying when nothing is removed.
@@ -247,7 +259,28 @@ impl<'de, K: Deserialize<'de> + Ord, V: Deserialize<'de>> Deserialize<'de> for M
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::Map;
+
+    /// A shared key replaces an equal one; one that is not equal is ignored (the order holds).
+    #[test]
+    fn share_keys_replaces_only_equal_keys() {
+        let shared: Arc<str> = Arc::from("b");
+        let mut map: Map<Arc<str>, i32> = [(Arc::from("a"), 1), (Arc::from("b"), 2)].into_iter().collect();
+        map.share_keys(|k| {
+            Some(if &**k == "b" {
+                Arc::clone(&shared)
+            } else {
+                Arc::from("z")
+            })
+        });
+        let keys: Vec<&Arc<str>> = map.keys().collect();
+        assert!(Arc::ptr_eq(keys[1], &shared), "equal key shared");
+        assert_eq!(&**keys[0], "a", "unequal replacement ignored");
+        assert_eq!(map.get("a"), Some(&1));
+        assert_eq!(map.get("b"), Some(&2));
+    }
 
     #[test]
     fn decodes_sorted_with_the_last_duplicate_winning_like_btreemap() {

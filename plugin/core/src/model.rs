@@ -97,9 +97,15 @@ pub struct Node {
     /// Object metadata (`metadata.name` and `metadata.labels`).
     #[serde(default)]
     pub metadata: ObjectMeta,
-    /// Node status (capacity, allocatable, images).
-    #[serde(default, skip_serializing_if = "NodeStatus::is_empty")]
-    pub status: NodeStatus,
+    /// Node status (capacity, allocatable, images). Shared: the nodes of one machine type
+    /// report equal statuses, and the plugin stores one copy of each (change it with
+    /// `Arc::make_mut`).
+    #[serde(default, skip_serializing_if = "status_empty")]
+    pub status: Arc<NodeStatus>,
+}
+
+fn status_empty(status: &Arc<NodeStatus>) -> bool {
+    status.is_empty()
 }
 
 /// `core/v1` NodeStatus (subset).
@@ -399,12 +405,15 @@ pub struct Counter {
 pub struct Device {
     /// Device name, unique in the pool.
     pub name: String,
-    /// Attributes by qualified name (without domain: the driver's domain).
+    /// Attributes by qualified name (without domain: the driver's domain). The names are
+    /// shared: the devices of a driver repeat the same few names, and the plugin stores one copy
+    /// of each.
     #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub attributes: Map<String, DeviceAttribute>,
-    /// Capacities by qualified name.
-    #[serde(default, skip_serializing_if = "Map::is_empty")]
-    pub capacity: Map<String, DeviceCapacity>,
+    pub attributes: Map<Arc<str>, DeviceAttribute>,
+    /// Capacities by qualified name. Shared: a driver's devices usually publish equal
+    /// capacities, and the plugin stores one copy of each (change it with `Arc::make_mut`).
+    #[serde(default = "no_capacity", skip_serializing_if = "capacity_empty")]
+    pub capacity: Arc<Map<String, DeviceCapacity>>,
     /// Counters this device consumes (partitionable devices).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub consumes_counters: Vec<DeviceCounterConsumption>,
@@ -433,6 +442,18 @@ pub struct Device {
     /// servers drop it): which structured claim attributes must match for sharing this device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sharing_affinity: Option<DeviceSharingAffinity>,
+}
+
+/// No capacity: one shared empty map, so that decoding a device without capacities does not
+/// allocate.
+fn no_capacity() -> Arc<Map<String, DeviceCapacity>> {
+    static EMPTY: std::sync::LazyLock<Arc<Map<String, DeviceCapacity>>> =
+        std::sync::LazyLock::new(Arc::default);
+    Arc::clone(&EMPTY)
+}
+
+fn capacity_empty(capacity: &Arc<Map<String, DeviceCapacity>>) -> bool {
+    capacity.is_empty()
 }
 
 /// `Device.sharingAffinity` of the seed's structured-configuration design.
@@ -1186,7 +1207,8 @@ mod shared_devices {
         let mut distinct: Vec<Arc<CapacityRequestPolicy>> = Vec::new();
         for policy in devices
             .iter_mut()
-            .flat_map(|d| d.capacity.values_mut())
+            .filter_map(|d| Arc::get_mut(&mut d.capacity))
+            .flat_map(|c| c.values_mut())
             .filter_map(|c| c.request_policy.as_mut())
         {
             match distinct.iter().find(|p| p.identical(policy)) {

@@ -332,7 +332,8 @@ fn device_plugin_or_dra_is_chosen_per_node() {
     // The replay's report derives the status with `status_on_node`: the same as Bind recorded.
     let model_pod: Pod = serde_json::from_value(pod.clone()).unwrap();
     let mut dp_node: Node = serde_json::from_value(node("dp-node")).unwrap();
-    dp_node.status.allocatable = serde_json::from_value(json!({GPU: "8", "cpu": "4"})).unwrap();
+    std::sync::Arc::make_mut(&mut dp_node.status).allocatable =
+        serde_json::from_value(json!({GPU: "8", "cpu": "4"})).unwrap();
     let mut gpu: DeviceClass = serde_json::from_value(gpu_class("gpu-class", Some(GPU))).unwrap();
     let mut fpga: DeviceClass = serde_json::from_value(gpu_class("fpga-class", Some(FPGA))).unwrap();
     gpu.metadata.name = "gpu-class".into();

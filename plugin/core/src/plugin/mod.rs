@@ -28,7 +28,6 @@ use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
 use crate::model::{
     AllocationResult, DeviceClass, DeviceTaintRule, Node, Pod, ResourceClaim, ResourceClaimTemplate,
-    ResourceSlice,
 };
 use crate::object::{Object, decode_str, object_key, parse_objects};
 use crate::quantity::Quantity;
@@ -41,7 +40,7 @@ mod locks;
 mod shared;
 
 use locks::Locks;
-use shared::Claims;
+use shared::{Claims, NodeStatuses, Slices};
 
 /// Kind of an object event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -87,6 +86,8 @@ struct Nodes {
     by_name: hashbrown::HashTable<StoredNode>,
     /// Ids of deleted nodes, to hand out again.
     free: Vec<u32>,
+    /// The nodes' statuses, one copy of each ([`shared`]).
+    statuses: NodeStatuses,
 }
 
 struct StoredNode {
@@ -113,7 +114,8 @@ impl Nodes {
     }
 
     /// Stores a node (replacing one of the same name, whose id it keeps) and returns its id.
-    fn insert(&mut self, name: String, node: Box<Node>) -> u32 {
+    fn insert(&mut self, name: String, mut node: Box<Node>) -> u32 {
+        self.statuses.share(&mut node.status);
         let hash = Self::hash(&name);
         if let Some(slot) = self.by_name.find_mut(hash, Self::is(&name)) {
             slot.node = node;
@@ -244,7 +246,8 @@ pub struct Plugin {
     /// Pods not bound to a node (see [`Plugin::upsert`]), and the pods our Bind bound.
     pods: BTreeMap<String, Box<Pod>>,
     classes: crate::FxHashMap<String, DeviceClass>,
-    slices: BTreeMap<String, Box<ResourceSlice>>,
+    /// ResourceSlices by name, their devices' repeated parts stored once ([`shared`]).
+    slices: Slices,
     /// Claims by `namespace/name`, their repeated parts stored once ([`shared`]).
     claims: Claims,
     templates: BTreeMap<String, ResourceClaimTemplate>,
@@ -286,7 +289,7 @@ impl Plugin {
             nodes: Nodes::default(),
             pods: BTreeMap::new(),
             classes: crate::FxHashMap::default(),
-            slices: BTreeMap::new(),
+            slices: Slices::default(),
             claims: Claims::default(),
             templates: BTreeMap::new(),
             taint_rules: BTreeMap::new(),
@@ -372,10 +375,11 @@ impl Plugin {
                 self.rules_dirty = true;
             }
             Object::ResourceSlice(s) => {
-                self.changed_pools
-                    .insert((s.spec.driver.clone(), s.spec.pool.name.clone()));
-                if let Some(old) = self.slices.insert(key, s) {
-                    self.changed_pools.insert((old.spec.driver, old.spec.pool.name));
+                let new = (s.spec.driver.clone(), s.spec.pool.name.clone());
+                let old = self.slices.insert(key, s);
+                self.pool_changed(new);
+                if let Some(old) = old {
+                    self.pool_changed((old.spec.driver, old.spec.pool.name));
                 }
                 self.slices_dirty = true;
             }
@@ -449,7 +453,7 @@ impl Plugin {
             }
             "ResourceSlice" => {
                 if let Some(old) = self.slices.remove(&key) {
-                    self.changed_pools.insert((old.spec.driver, old.spec.pool.name));
+                    self.pool_changed((old.spec.driver, old.spec.pool.name));
                     self.slices_dirty = true;
                 }
             }
@@ -489,6 +493,15 @@ impl Plugin {
             .and_then(|c| c.metadata.resource_version.parse::<u64>().ok());
         let bound = self.bound_at.get(key).copied();
         stored.is_some_and(|s| new < s) || bound.is_some_and(|b| new <= b)
+    }
+
+    /// Records that a pool's slices changed, for the next index build to convert it again. Only
+    /// when there is an index: the first build converts every pool anyway, and recording the
+    /// 10,000 pools of a cluster's first load cost about 1 MiB of guest memory until then.
+    fn pool_changed(&mut self, pool: (String, String)) {
+        if self.derived.is_some() {
+            self.changed_pools.insert(pool);
+        }
     }
 
     /// Drops what PreFilter derived from DeviceClasses.
@@ -685,5 +698,36 @@ fn bump(map: &mut crate::FxHashMap<DeviceKey, usize>, key: &DeviceKey, add: bool
         if *n == 0 {
             map.remove(key);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Plugin;
+
+    fn slice(pool: &str, device: &str) -> String {
+        format!(
+            r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"{pool}"}},
+            "spec":{{"driver":"d.example.com","nodeName":"{pool}",
+            "pool":{{"name":"{pool}","generation":1,"resourceSliceCount":1}},
+            "devices":[{{"name":"{device}"}}]}}}}"#
+        )
+    }
+
+    /// Changed pools are recorded for an index to reuse the others, not before the first index
+    /// (which converts every pool).
+    #[test]
+    fn changed_pools_are_recorded_only_when_there_is_an_index() {
+        let mut plugin = Plugin::new("").unwrap();
+        for pool in ["a", "b"] {
+            assert!(plugin.load(&slice(pool, "eth0")).unwrap().is_empty());
+        }
+        assert!(plugin.changed_pools.is_empty(), "no index yet");
+        assert_eq!(plugin.derived().index.devices.len(), 2);
+        assert!(plugin.load(&slice("b", "eth1")).unwrap().is_empty());
+        let b = ("d.example.com".to_string(), "b".to_string());
+        assert_eq!(plugin.changed_pools.iter().collect::<Vec<_>>(), [&b]);
+        assert_eq!(plugin.derived().index.devices.len(), 2);
+        assert!(plugin.changed_pools.is_empty(), "taken by the rebuild");
     }
 }

@@ -1,4 +1,4 @@
-//! The stored claims, with their repeated parts stored once.
+//! The stored claims and ResourceSlices, with their repeated parts stored once.
 //!
 //! At 20,000 allocated claims much of a claim's memory is parts that other claims carry too:
 //! claims generated from one template have equal specs and annotations, a claim's allocation
@@ -18,15 +18,23 @@
 //! removals as the pools had entries after the previous sweep (at least [`SWEEP_MIN`]): linear
 //! work per as many changes, and the pools stay within a small multiple of what the stored
 //! claims hold.
+//!
+//! Stored Nodes share their statuses ([`NodeStatuses`]: the nodes of one machine type report
+//! equal ones). Stored ResourceSlices ([`Slices`]) share their devices' attribute names (a driver's devices
+//! repeat the same few) and capacity maps (equal when they serialise the same, as above), with
+//! the same sweeps.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::hash::Hasher;
 use std::io;
 use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::model::{Map, NodeSelector, OpaqueDeviceConfiguration, ResourceClaim, ResourceClaimSpec};
+use crate::model::{
+    DeviceCapacity, Map, NodeSelector, NodeStatus, OpaqueDeviceConfiguration, ResourceClaim,
+    ResourceClaimSpec, ResourceSlice,
+};
 
 /// Fewest claim changes between two sweeps.
 pub(super) const SWEEP_MIN: usize = 256;
@@ -78,6 +86,113 @@ impl Claims {
     #[cfg(test)]
     pub(super) fn pooled(&self) -> usize {
         self.shared.len()
+    }
+}
+
+/// The stored ResourceSlices by name. Read through `Deref`; stored through [`Slices::insert`],
+/// which shares the devices' attribute names and capacities.
+#[derive(Default)]
+pub(super) struct Slices {
+    by_name: BTreeMap<String, Box<ResourceSlice>>,
+    names: HashSet<Arc<str>>,
+    capacities: Pool<Map<String, DeviceCapacity>>,
+    /// Scratch buffer for the JSON text of the capacity being shared.
+    text: Vec<u8>,
+    /// Slice stores and removals since the last sweep.
+    changes: usize,
+    /// Entries after the last sweep.
+    swept: usize,
+}
+
+impl std::ops::Deref for Slices {
+    type Target = BTreeMap<String, Box<ResourceSlice>>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.by_name
+    }
+}
+
+impl Slices {
+    /// Stores a slice (its devices' attribute names and capacities replaced by the copies
+    /// already held) and returns the one it replaces. A device held elsewhere too is left as it
+    /// is.
+    pub(super) fn insert(
+        &mut self,
+        name: String,
+        mut slice: Box<ResourceSlice>,
+    ) -> Option<Box<ResourceSlice>> {
+        for device in slice.spec.devices.iter_mut().filter_map(Arc::get_mut) {
+            let names = &mut self.names;
+            device.attributes.share_keys(|k| match names.get(&**k) {
+                Some(shared) => Some(Arc::clone(shared)),
+                None => {
+                    names.insert(Arc::clone(k));
+                    None
+                }
+            });
+            if !device.capacity.is_empty() {
+                self.capacities.share(&mut device.capacity, &mut self.text);
+            }
+        }
+        let old = self.by_name.insert(name, slice);
+        self.changed();
+        old
+    }
+
+    /// Removes a slice.
+    pub(super) fn remove(&mut self, name: &str) -> Option<Box<ResourceSlice>> {
+        let old = self.by_name.remove(name)?;
+        self.changed();
+        Some(old)
+    }
+
+    /// Counts a slice change; sweeps when there were as many as the pools' entries.
+    fn changed(&mut self) {
+        self.changes += 1;
+        if self.changes >= self.swept.max(SWEEP_MIN) {
+            self.names.retain(|n| Arc::strong_count(n) > 1);
+            self.capacities.sweep();
+            self.changes = 0;
+            self.swept = self.pooled();
+        }
+    }
+
+    /// Entries in the pools (attribute names, capacities).
+    fn pooled(&self) -> usize {
+        self.names.len() + self.capacities.entries.len()
+    }
+}
+
+/// The Node statuses, one copy of each that serialises the same, swept like the claims' parts.
+#[derive(Default)]
+pub(super) struct NodeStatuses {
+    pool: Pool<NodeStatus>,
+    /// Scratch buffer for the JSON text of the status being shared.
+    text: Vec<u8>,
+    /// Node stores since the last sweep.
+    changes: usize,
+    /// Entries after the last sweep.
+    swept: usize,
+}
+
+impl NodeStatuses {
+    /// Replaces a stored node's status with the copy already held, or pools it.
+    pub(super) fn share(&mut self, status: &mut Arc<NodeStatus>) {
+        if !status.is_empty() {
+            self.pool.share(status, &mut self.text);
+        }
+        self.changes += 1;
+        if self.changes >= self.swept.max(SWEEP_MIN) {
+            self.pool.sweep();
+            self.changes = 0;
+            self.swept = self.pool.entries.len();
+        }
+    }
+
+    /// Entries in the pool.
+    #[cfg(test)]
+    fn pooled(&self) -> usize {
+        self.pool.entries.len()
     }
 }
 
@@ -219,8 +334,8 @@ mod tests {
 
     use serde_json::json;
 
-    use super::{Claims, SWEEP_MIN, writes};
-    use crate::model::{NodeSelector, OpaqueDeviceConfiguration, ResourceClaim};
+    use super::{Claims, NodeStatuses, SWEEP_MIN, Slices, writes};
+    use crate::model::{NodeSelector, NodeStatus, OpaqueDeviceConfiguration, ResourceClaim, ResourceSlice};
 
     fn claim(name: &str, node: &str, subnet: &str) -> Box<ResourceClaim> {
         let opaque =
@@ -349,6 +464,121 @@ mod tests {
         assert!(config.upgrade().is_none(), "opaque configuration");
         assert!(selector.upgrade().is_none(), "node selector");
         assert!(claims.pooled() <= 3 * SWEEP_MIN, "{} entries", claims.pooled());
+    }
+
+    fn slice(name: &str, attribute: &str, slots: &str) -> Box<ResourceSlice> {
+        let device = |dev: &str| {
+            json!({"name": dev,
+                "attributes": {attribute: {"string": "cx7"}, "net.example.com/ifName": {"string": dev}},
+                "capacity": {"net.example.com/slots": {"value": slots,
+                    "requestPolicy": {"default": "1", "validValues": ["1"]}}}})
+        };
+        Box::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": name},
+                "spec": {"driver": "net.example.com", "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 1},
+                    "devices": [device("eth0"), device("eth1")]}
+            }))
+            .unwrap(),
+        )
+    }
+
+    /// The attribute names of one device.
+    fn names(s: &ResourceSlice, device: usize) -> Vec<Arc<str>> {
+        s.spec.devices[device].attributes.keys().cloned().collect()
+    }
+
+    /// Slices share their devices' attribute names and the capacities that serialise the same;
+    /// capacities written differently are not shared; the slices write back what was read.
+    #[test]
+    fn equal_parts_of_stored_slices_are_one_copy() {
+        let mut slices = Slices::default();
+        let cases = [
+            ("a", "net.example.com/model", "2048"),
+            ("b", "net.example.com/model", "2048"),
+            ("c", "net.example.com/model", "2Ki"),
+        ];
+        let texts: Vec<String> = cases
+            .iter()
+            .map(|(n, attr, slots)| serde_json::to_string(&slice(n, attr, slots)).unwrap())
+            .collect();
+        for (name, attr, slots) in cases {
+            slices.insert(name.into(), slice(name, attr, slots));
+        }
+        let (a, b, c) = (&slices["a"], &slices["b"], &slices["c"]);
+        for (i, (x, y)) in names(a, 0).iter().zip(names(c, 1)).enumerate() {
+            assert!(Arc::ptr_eq(x, &y), "attribute name {i}");
+        }
+        let capacity = |s: &ResourceSlice, d: usize| Arc::clone(&s.spec.devices[d].capacity);
+        assert!(
+            Arc::ptr_eq(&capacity(a, 0), &capacity(a, 1)),
+            "devices of a slice"
+        );
+        assert!(Arc::ptr_eq(&capacity(a, 0), &capacity(b, 1)), "two slices");
+        assert_eq!(capacity(a, 0), capacity(c, 0), "equal quantities");
+        assert!(
+            !Arc::ptr_eq(&capacity(a, 0), &capacity(c, 0)),
+            "written differently"
+        );
+        for ((name, ..), text) in cases.iter().zip(&texts) {
+            assert_eq!(&serde_json::to_string(&slices[*name]).unwrap(), text, "{name}");
+        }
+    }
+
+    /// Parts of deleted slices leave the pools at the next sweep; the pools stay bounded under
+    /// churn.
+    #[test]
+    fn pools_drop_parts_of_deleted_slices() {
+        let mut slices = Slices::default();
+        slices.insert("a".into(), slice("a", "gone.example.com/model", "7"));
+        let name = Arc::downgrade(&names(&slices["a"], 0)[0]);
+        let capacity = Arc::downgrade(&slices["a"].spec.devices[0].capacity);
+        slices.remove("a");
+        for i in 0..2 * SWEEP_MIN {
+            let name = format!("s{i}");
+            slices.insert(
+                name.clone(),
+                slice(&name, &format!("x.example.com/a{i}"), &i.to_string()),
+            );
+            slices.remove(&name);
+        }
+        assert!(name.upgrade().is_none(), "attribute name");
+        assert!(capacity.upgrade().is_none(), "capacity");
+        assert!(slices.pooled() <= 3 * SWEEP_MIN, "{} entries", slices.pooled());
+    }
+
+    fn status(memory: &str) -> Arc<NodeStatus> {
+        Arc::new(serde_json::from_value(json!({"capacity": {"cpu": "32", "memory": memory}})).unwrap())
+    }
+
+    /// Nodes share the statuses that serialise the same, not those written differently; statuses
+    /// no node holds leave the pool at the next sweep.
+    #[test]
+    fn equal_node_statuses_are_one_copy() {
+        let mut statuses = NodeStatuses::default();
+        let (mut a, mut b, mut c) = (status("2048"), status("2048"), status("2Ki"));
+        for s in [&mut a, &mut b, &mut c] {
+            statuses.share(s);
+        }
+        assert!(Arc::ptr_eq(&a, &b), "same text");
+        assert_eq!(a, c, "equal quantities");
+        assert!(!Arc::ptr_eq(&a, &c), "written differently");
+        assert_eq!(
+            serde_json::to_string(&c).unwrap(),
+            r#"{"capacity":{"cpu":"32","memory":"2Ki"}}"#
+        );
+        let gone = Arc::downgrade(&a);
+        drop((a, b));
+        for i in 0..2 * SWEEP_MIN {
+            statuses.share(&mut status(&i.to_string()));
+        }
+        assert!(gone.upgrade().is_none(), "swept");
+        assert!(
+            statuses.pooled() <= 3 * SWEEP_MIN,
+            "{} entries",
+            statuses.pooled()
+        );
     }
 
     #[test]

@@ -592,7 +592,7 @@ pub fn node_from_proto(node: Node) -> model::Node {
     let status = node.status.unwrap_or_default();
     model::Node {
         metadata: meta_from_proto(node.metadata.unwrap_or_default()),
-        status: model::NodeStatus {
+        status: std::sync::Arc::new(model::NodeStatus {
             capacity: quantities_from_proto(status.capacity),
             allocatable: quantities_from_proto(status.allocatable),
             images: status
@@ -603,7 +603,7 @@ pub fn node_from_proto(node: Node) -> model::Node {
                     size_bytes: i.size_bytes.unwrap_or(0),
                 })
                 .collect(),
-        },
+        }),
     }
 }
 
