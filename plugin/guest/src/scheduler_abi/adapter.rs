@@ -368,12 +368,14 @@ impl<B: Backend> GuestState<B> {
         }
     }
 
-    fn node_name(&mut self) -> Result<String, String> {
-        let bytes = self
-            .buf
+    /// `currentNodeName`, borrowed from the read buffer (Filter and Score, once per node, copy
+    /// nothing; a function of the buffer alone, so the backend can be called while it is
+    /// borrowed).
+    fn node_name(buf: &mut ReadBuf) -> Result<&str, String> {
+        let bytes = buf
             .read("currentNodeName", imports::current_node_name)
             .map_err(|e| e.to_string())?;
-        String::from_utf8(bytes.to_vec()).map_err(|e| format!("currentNodeName: not UTF-8: {e}"))
+        std::str::from_utf8(bytes).map_err(|e| format!("currentNodeName: not UTF-8: {e}"))
     }
 
     /// PreFilter: sync, apply the pod, start the cycle. Other pods' reservations are kept.
@@ -418,8 +420,8 @@ impl<B: Backend> GuestState<B> {
         if let Err(reply) = self.cycle_pod("Filter") {
             return reply;
         }
-        match self.node_name() {
-            Ok(node) => self.backend.filter(&node).into(),
+        match Self::node_name(&mut self.buf) {
+            Ok(node) => self.backend.filter(node).into(),
             Err(e) => Reply::error(e),
         }
     }
@@ -447,8 +449,8 @@ impl<B: Backend> GuestState<B> {
         if let Err(reply) = self.cycle_pod("Score") {
             return (0, reply);
         }
-        match self.node_name() {
-            Ok(node) => match self.backend.score(&node) {
+        match Self::node_name(&mut self.buf) {
+            Ok(node) => match self.backend.score(node) {
                 Ok(score) => (score, Reply::ok()),
                 Err(status) => (0, status.into()),
             },
@@ -464,8 +466,8 @@ impl<B: Backend> GuestState<B> {
         let Some(pod) = self.cycle.clone() else {
             return Reply::error("Reserve: internal: the scheduling cycle is gone");
         };
-        let node = match self.node_name() {
-            Ok(n) => n,
+        let node = match Self::node_name(&mut self.buf) {
+            Ok(n) => n.to_string(),
             Err(e) => return Reply::error(e),
         };
         match self.backend.reserve(&node) {
@@ -533,8 +535,8 @@ impl<B: Backend> GuestState<B> {
             Ok(p) => p,
             Err(e) => return Reply::error(e),
         };
-        let node = match self.node_name() {
-            Ok(n) => n,
+        let node = match Self::node_name(&mut self.buf) {
+            Ok(n) => n.to_string(),
             Err(e) => return Reply::error(e),
         };
         let Some(r) = self.reservations.remove(&pod.uid) else {
