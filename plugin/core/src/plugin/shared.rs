@@ -39,6 +39,30 @@ use crate::model::{
 /// Fewest claim changes between two sweeps.
 pub(super) const SWEEP_MIN: usize = 256;
 
+/// When a store sweeps its pools: after as many changes as the pools had entries after the
+/// previous sweep, and at least [`SWEEP_MIN`] (linear work per as many changes).
+#[derive(Default)]
+struct SweepSchedule {
+    /// Stores and removals since the last sweep.
+    changes: usize,
+    /// Entries after the last sweep.
+    swept: usize,
+}
+
+impl SweepSchedule {
+    /// Counts a change; true when the pools are due for a sweep.
+    fn change(&mut self) -> bool {
+        self.changes += 1;
+        self.changes >= self.swept.max(SWEEP_MIN)
+    }
+
+    /// Records a sweep that left `entries` entries.
+    fn swept(&mut self, entries: usize) {
+        self.changes = 0;
+        self.swept = entries;
+    }
+}
+
 /// The stored claims by `namespace/name`. Read through `Deref`; stored through
 /// [`Claims::insert`], which shares the claim's repeated parts.
 #[derive(Default)]
@@ -98,10 +122,7 @@ pub(super) struct Slices {
     capacities: Pool<Map<String, DeviceCapacity>>,
     /// Scratch buffer for the JSON text of the capacity being shared.
     text: Vec<u8>,
-    /// Slice stores and removals since the last sweep.
-    changes: usize,
-    /// Entries after the last sweep.
-    swept: usize,
+    sweeps: SweepSchedule,
 }
 
 impl std::ops::Deref for Slices {
@@ -148,12 +169,10 @@ impl Slices {
 
     /// Counts a slice change; sweeps when there were as many as the pools' entries.
     fn changed(&mut self) {
-        self.changes += 1;
-        if self.changes >= self.swept.max(SWEEP_MIN) {
+        if self.sweeps.change() {
             self.names.retain(|n| Arc::strong_count(n) > 1);
             self.capacities.sweep();
-            self.changes = 0;
-            self.swept = self.pooled();
+            self.sweeps.swept(self.pooled());
         }
     }
 
@@ -169,10 +188,7 @@ pub(super) struct NodeStatuses {
     pool: Pool<NodeStatus>,
     /// Scratch buffer for the JSON text of the status being shared.
     text: Vec<u8>,
-    /// Node stores since the last sweep.
-    changes: usize,
-    /// Entries after the last sweep.
-    swept: usize,
+    sweeps: SweepSchedule,
 }
 
 impl NodeStatuses {
@@ -181,11 +197,9 @@ impl NodeStatuses {
         if !status.is_empty() {
             self.pool.share(status, &mut self.text);
         }
-        self.changes += 1;
-        if self.changes >= self.swept.max(SWEEP_MIN) {
+        if self.sweeps.change() {
             self.pool.sweep();
-            self.changes = 0;
-            self.swept = self.pool.entries.len();
+            self.sweeps.swept(self.pool.entries.len());
         }
     }
 
@@ -205,10 +219,7 @@ struct Shared {
     annotations: Pool<Map<String, String>>,
     /// Scratch buffer for the JSON text of the part being shared.
     text: Vec<u8>,
-    /// Claim stores and removals since the last sweep.
-    changes: usize,
-    /// Entries after the last sweep.
-    swept: usize,
+    sweeps: SweepSchedule,
 }
 
 impl Shared {
@@ -241,15 +252,13 @@ impl Shared {
 
     /// Counts a claim change; sweeps when there were as many as the pools' entries.
     fn changed(&mut self) {
-        self.changes += 1;
-        if self.changes >= self.swept.max(SWEEP_MIN) {
+        if self.sweeps.change() {
             // Specs first: a dropped spec releases its opaque configurations.
             self.specs.sweep();
             self.opaque.sweep();
             self.selectors.sweep();
             self.annotations.sweep();
-            self.changes = 0;
-            self.swept = self.len();
+            self.sweeps.swept(self.len());
         }
     }
 
