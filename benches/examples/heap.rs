@@ -11,7 +11,9 @@
 //! ```
 //!
 //! With a kind (e.g. `ResourceClaim`), also prints the blocks that loading that kind left live,
-//! by size.
+//! by size; with `HEAP_TRACE=864,384` (sizes in bytes), prints to stderr where one block of each
+//! of those sizes was allocated while loading that kind (a backtrace; release builds keep the
+//! function names).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
