@@ -24,7 +24,7 @@ use std::time::Duration;
 use sharing_affinity_core::object::Object;
 use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
-use wasmtime::component::{Component, Linker};
+use wasmtime::component::{Component, Linker, ResourceAny};
 use wasmtime::error::Context;
 use wasmtime::{Config, Result, Store, Trap, format_err};
 
@@ -117,6 +117,67 @@ impl ComponentPlugin {
 struct Live {
     store: Store<HostState>,
     plugin: bindings::Plugin,
+    /// The guest's `nodes.node` handle for each node name Filter or Score was called with.
+    nodes: NodeHandles,
+}
+
+/// Node handles by name, hashed with Fx (node names are short).
+type NodeHandles = std::collections::HashMap<String, ResourceAny, rustc_hash::FxBuildHasher>;
+
+/// At most this many node handles are kept per instance; past it they are all dropped and made
+/// again as nodes are called (a bound on what nodes that left the cluster can hold).
+const MAX_NODE_HANDLES: usize = 1 << 16;
+
+impl Live {
+    /// The guest's handle for the node named `name`, made on first use.
+    fn node(&mut self, name: &str) -> Result<ResourceAny> {
+        if let Some(&handle) = self.nodes.get(name) {
+            return Ok(handle);
+        }
+        if self.nodes.len() >= MAX_NODE_HANDLES {
+            for (_, handle) in self.nodes.drain() {
+                handle.resource_drop(&mut self.store)?;
+            }
+        }
+        let handle = self
+            .plugin
+            .sharing_affinity_plugin_nodes()
+            .node()
+            .call_constructor(&mut self.store, name)?;
+        self.nodes.insert(name.to_string(), handle);
+        Ok(handle)
+    }
+
+    /// Filter through the node's handle: the code, and the reason when it is not a success.
+    fn filter(&mut self, name: &str) -> Result<bindings::Status> {
+        let node = self.node(name)?;
+        let nodes = self.plugin.sharing_affinity_plugin_nodes();
+        let code = nodes.call_filter(&mut self.store, node)?;
+        self.with_reason(code)
+    }
+
+    /// Score through the node's handle.
+    fn score(&mut self, name: &str) -> Result<Result<u32, bindings::Status>> {
+        let node = self.node(name)?;
+        let nodes = self.plugin.sharing_affinity_plugin_nodes();
+        match nodes.call_score(&mut self.store, node)? {
+            Ok(score) => Ok(Ok(score)),
+            Err(code) => self.with_reason(code).map(Err),
+        }
+    }
+
+    /// A status for a code of the `nodes` interface, with `last-reason` read when it is not a
+    /// success.
+    fn with_reason(&mut self, code: Code) -> Result<bindings::Status> {
+        let reason = match code {
+            Code::Success => String::new(),
+            _ => self
+                .plugin
+                .sharing_affinity_plugin_nodes()
+                .call_last_reason(&mut self.store)?,
+        };
+        Ok(bindings::Status { code, reason })
+    }
 }
 
 /// A state change the engine replays into a replacement instance.
@@ -192,9 +253,23 @@ impl ComponentEngine {
                 object: object.clone(),
             })
             .collect();
-        let errors = self.call("update", |plugin, store| plugin.call_update(store, &events))?;
+        let errors = self.call("update", |l| l.plugin.call_update(&mut l.store, &events))?;
         self.journal.push(Entry::Events(events));
         Ok(errors.into_iter().map(|e| (e.index, e.message)).collect())
+    }
+
+    /// Filter through the world's name-based `filter` export (the [`Engine`] calls go through
+    /// the `nodes` interface's handles); for comparing the two paths.
+    pub fn filter_by_name(&mut self, node: &str) -> CoreStatus {
+        self.call("filter", |l| l.plugin.call_filter(&mut l.store, node))
+            .map(|s| self.checked(s, "filter"))
+            .unwrap_or_else(|trap| trap)
+    }
+
+    /// Score through the world's name-based `score` export; for comparing with [`Engine::score`].
+    pub fn score_by_name(&mut self, node: &str) -> Result<u32, CoreStatus> {
+        self.call("score", |l| l.plugin.call_score(&mut l.store, node))?
+            .map_err(|s| self.checked(s, "score"))
     }
 
     /// A status from the guest; a reason longer than the limit makes it an `Error` saying so (the
@@ -239,7 +314,11 @@ impl ComponentEngine {
             .map_err(|e| trap_error(e, &limits))
             .context("configuring the plugin")?
             .map_err(|e| format_err!("invalid plugin configuration: {e}"))?;
-        Ok(Live { store, plugin })
+        Ok(Live {
+            store,
+            plugin,
+            nodes: NodeHandles::default(),
+        })
     }
 
     /// Replaces the instance and replays the journal and the interrupted cycle into it.
@@ -288,11 +367,7 @@ impl ComponentEngine {
 
     /// Calls the guest with a fresh time limit. A trap becomes an `Error` status, after which the
     /// instance is replaced and restored.
-    fn call<T>(
-        &mut self,
-        what: &str,
-        f: impl FnOnce(&bindings::Plugin, &mut Store<HostState>) -> Result<T>,
-    ) -> Result<T, CoreStatus> {
+    fn call<T>(&mut self, what: &str, f: impl FnOnce(&mut Live) -> Result<T>) -> Result<T, CoreStatus> {
         if self.live.is_none() {
             self.restore()
                 .map_err(|e| CoreStatus::error(format!("plugin instance could not be restored: {e:#}")))?;
@@ -302,7 +377,7 @@ impl ComponentEngine {
             .as_mut()
             .expect("restore succeeded, so there is an instance");
         live.store.set_epoch_deadline(self.limits.deadline_ticks());
-        let outcome = f(&live.plugin, &mut live.store);
+        let outcome = f(live);
         let limits = self.limits;
         outcome.map_err(|err| {
             let mut reason = format!("plugin trapped in {what}: {}", trap_error(err, &limits));
@@ -346,7 +421,7 @@ impl Engine for ComponentEngine {
                 });
             }
             let errors = self
-                .call("update", |plugin, store| plugin.call_update(store, &events))
+                .call("update", |l| l.plugin.call_update(&mut l.store, &events))
                 .map_err(|status| {
                     format_err!(
                         "loading objects {}..{} of {}: {}",
@@ -368,7 +443,7 @@ impl Engine for ComponentEngine {
         // restore after a trap in this very call does not run into the same trap.
         self.cycle = None;
         let status = self
-            .call("prefilter", |p, s| p.call_prefilter(s, pod))
+            .call("prefilter", |l| l.plugin.call_prefilter(&mut l.store, pod))
             .map(|s| self.checked(s, "prefilter"));
         let status = status.unwrap_or_else(|trap| trap);
         if status.is_success() {
@@ -383,7 +458,7 @@ impl Engine for ComponentEngine {
 
     fn filter(&mut self, node: &str) -> CoreStatus {
         let status = self
-            .call("filter", |p, s| p.call_filter(s, node))
+            .call("filter", |l| l.filter(node))
             .map(|s| self.checked(s, "filter"));
         let status = status.unwrap_or_else(|trap| trap);
         if status.is_success()
@@ -405,18 +480,18 @@ impl Engine for ComponentEngine {
             }
             cycle.prescored = true;
         }
-        self.call("prescore", |p, s| p.call_prescore(s, nodes))
+        self.call("prescore", |l| l.plugin.call_prescore(&mut l.store, nodes))
             .map(core_status)
             .unwrap_or_else(|trap| trap)
     }
 
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
-        self.call("score", |p, s| p.call_score(s, node))?
+        self.call("score", |l| l.score(node))?
             .map_err(|s| self.checked(s, "score"))
     }
 
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
-        let result = self.call("reserve", |p, s| p.call_reserve(s, node))?;
+        let result = self.call("reserve", |l| l.plugin.call_reserve(&mut l.store, node))?;
         decode_allocations(result.map_err(|s| self.checked(s, "reserve"))?)
     }
 
@@ -425,7 +500,9 @@ impl Engine for ComponentEngine {
         // no reservation either, which is what unreserve asks for. Without a cycle (prefilter
         // failed) nothing was reserved; after a failed reserve the plugin reports "no reservation".
         if let Some(cycle) = self.cycle.take() {
-            let _ = self.call("unreserve", |p, s| p.call_unreserve(s, &cycle.pod, node));
+            let _ = self.call("unreserve", |l| {
+                l.plugin.call_unreserve(&mut l.store, &cycle.pod, node)
+            });
         }
     }
 
@@ -434,7 +511,7 @@ impl Engine for ComponentEngine {
             Some(cycle) => cycle.pod.clone(),
             None => return Err(CoreStatus::error("bind called without a cycle")),
         };
-        let result = self.call("bind", |p, s| p.call_bind(s, &pod, node))?;
+        let result = self.call("bind", |l| l.plugin.call_bind(&mut l.store, &pod, node))?;
         let allocations = decode_allocations(result.map_err(|s| self.checked(s, "bind"))?)?;
         if let Some(cycle) = self.cycle.take() {
             self.journal.push(Entry::Bound {

@@ -78,6 +78,10 @@ fn main() {
         "component/prescore-of-the-filtered-nodes-is-not-copied-a-narrower-one-is",
         prescore_shortcut,
     ));
+    trials.push(Trial::test(
+        "component/nodes-interface-decides-as-the-named-exports",
+        nodes_interface,
+    ));
     libtest_mimic::run(&args, trials).exit();
 }
 
@@ -491,5 +495,45 @@ fn prescore_shortcut() -> Result<(), Failed> {
     // After a narrower list, the whole list is sent again.
     assert!(component.prescore(&feasible).is_success());
     assert_eq!(scores(&mut component, &feasible), scores(&mut native, &feasible));
+    Ok(())
+}
+
+/// The engine filters and scores through the `nodes` interface's handles; the world's name-based
+/// exports must answer the same, reasons included, for nodes that pass, nodes that do not, and a
+/// node the plugin does not know, and the two may be mixed within a cycle.
+fn nodes_interface() -> Result<(), Failed> {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/large-32-nodes-60-pods");
+    let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
+    let mut component = plugin()?
+        .instantiate(&config(&dir)?, Limits::default())
+        .map_err(|e| format!("{e:#}"))?;
+    component.load(&cluster.objects).map_err(|e| format!("{e:#}"))?;
+    let mut nodes = cluster.nodes.clone();
+    nodes.push("no-such-node".to_string());
+    let (mut passed, mut failed) = (0, 0);
+    for pod in cluster.pending.iter().take(3) {
+        assert!(component.prefilter(pod).is_success());
+        for node in &nodes {
+            let by_handle = component.filter(node);
+            let by_name = component.filter_by_name(node);
+            assert_eq!(by_handle, by_name, "filter of {pod} on {node}");
+            if by_handle.is_success() {
+                passed += 1;
+            } else {
+                failed += 1;
+            }
+        }
+        for node in &nodes {
+            assert_eq!(
+                component.score(node),
+                component.score_by_name(node),
+                "score of {pod} on {node}"
+            );
+        }
+    }
+    assert!(
+        passed > 0 && failed > 0,
+        "the test needs nodes that pass and nodes that fail"
+    );
     Ok(())
 }

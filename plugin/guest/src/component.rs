@@ -16,6 +16,7 @@ wit_bindgen::generate!({
     world: "plugin",
 });
 
+use exports::sharing_affinity::plugin::nodes::{self, GuestNode, NodeBorrow};
 use sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
 
 /// The exported component.
@@ -26,6 +27,11 @@ export!(Component);
 thread_local! {
     /// The configured plugin, or `None` before `configure`.
     static PLUGIN: RefCell<Option<Plugin>> = const { RefCell::new(None) };
+}
+
+thread_local! {
+    /// The reason of the last `nodes` call (`filter` or `score` by handle): empty after a success.
+    static LAST_REASON: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
 /// The reason given when an extension point is called before `configure`.
@@ -108,6 +114,54 @@ impl Guest for Component {
             |plugin| allocations(plugin.bind(&pod, &node)),
         )
     }
+}
+
+/// A `nodes.node` handle: the node's name, looked up on every call.
+struct NodeHandle {
+    name: String,
+}
+
+impl GuestNode for NodeHandle {
+    fn new(name: String) -> Self {
+        NodeHandle { name }
+    }
+}
+
+impl nodes::Guest for Component {
+    type Node = NodeHandle;
+
+    fn filter(node: NodeBorrow<'_>) -> Code {
+        let name = &node.get::<NodeHandle>().name;
+        let s = with_plugin(not_configured, |plugin| status(plugin.filter(name)));
+        code_keeping_reason(s)
+    }
+
+    fn score(node: NodeBorrow<'_>) -> Result<u32, Code> {
+        let name = &node.get::<NodeHandle>().name;
+        match with_plugin(
+            || Err(not_configured()),
+            |plugin| plugin.score(name).map_err(status),
+        ) {
+            Ok(score) => {
+                code_keeping_reason(Status {
+                    code: Code::Success,
+                    reason: String::new(),
+                });
+                Ok(score)
+            }
+            Err(s) => Err(code_keeping_reason(s)),
+        }
+    }
+
+    fn last_reason() -> String {
+        LAST_REASON.with(|r| r.borrow().clone())
+    }
+}
+
+/// The status's code; its reason becomes what `last-reason` returns.
+fn code_keeping_reason(s: Status) -> Code {
+    LAST_REASON.with(|r| *r.borrow_mut() = s.reason);
+    s.code
 }
 
 fn not_configured() -> Status {
