@@ -24,7 +24,7 @@ use std::time::Duration;
 use sharing_affinity_core::object::Object;
 use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
-use wasmtime::component::{Component, Linker, ResourceAny};
+use wasmtime::component::{Component, Linker};
 use wasmtime::error::Context;
 use wasmtime::{Config, Result, Store, Trap, format_err};
 
@@ -117,38 +117,35 @@ impl ComponentPlugin {
 struct Live {
     store: Store<HostState>,
     plugin: bindings::Plugin,
-    /// The guest's `nodes.node` handle for each node name Filter or Score was called with.
-    nodes: NodeHandles,
+    /// The guest's `nodes` index for each node name Filter or Score was called with.
+    nodes: NodeIndexes,
 }
 
-/// Node handles by name, hashed with Fx (node names are short).
-type NodeHandles = std::collections::HashMap<String, ResourceAny, rustc_hash::FxBuildHasher>;
+/// Node indexes by name, hashed with Fx (node names are short).
+type NodeIndexes = std::collections::HashMap<String, u32, rustc_hash::FxBuildHasher>;
 
-/// At most this many node handles are kept per instance; past it they are all dropped and made
-/// again as nodes are called (a bound on what nodes that left the cluster can hold).
-const MAX_NODE_HANDLES: usize = 1 << 16;
+/// At most this many node names are indexed per instance; past it the guest's table is emptied
+/// (`nodes.forget`) and names are indexed again as nodes are called (a bound on what nodes that
+/// left the cluster can hold).
+const MAX_NODE_INDEXES: usize = 1 << 16;
 
 impl Live {
-    /// The guest's handle for the node named `name`, made on first use.
-    fn node(&mut self, name: &str) -> Result<ResourceAny> {
-        if let Some(&handle) = self.nodes.get(name) {
-            return Ok(handle);
+    /// The guest's index for the node named `name`, asked for on first use.
+    fn node(&mut self, name: &str) -> Result<u32> {
+        if let Some(&index) = self.nodes.get(name) {
+            return Ok(index);
         }
-        if self.nodes.len() >= MAX_NODE_HANDLES {
-            for (_, handle) in self.nodes.drain() {
-                handle.resource_drop(&mut self.store)?;
-            }
+        let nodes = self.plugin.sharing_affinity_plugin_nodes();
+        if self.nodes.len() >= MAX_NODE_INDEXES {
+            nodes.call_forget(&mut self.store)?;
+            self.nodes.clear();
         }
-        let handle = self
-            .plugin
-            .sharing_affinity_plugin_nodes()
-            .node()
-            .call_constructor(&mut self.store, name)?;
-        self.nodes.insert(name.to_string(), handle);
-        Ok(handle)
+        let index = nodes.call_index(&mut self.store, name)?;
+        self.nodes.insert(name.to_string(), index);
+        Ok(index)
     }
 
-    /// Filter through the node's handle: the code, and the reason when it is not a success.
+    /// Filter through the node's index: the code, and the reason when it is not a success.
     fn filter(&mut self, name: &str) -> Result<bindings::Status> {
         let node = self.node(name)?;
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
@@ -156,7 +153,7 @@ impl Live {
         self.with_reason(code)
     }
 
-    /// Score through the node's handle.
+    /// Score through the node's index.
     fn score(&mut self, name: &str) -> Result<Result<u32, bindings::Status>> {
         let node = self.node(name)?;
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
@@ -259,11 +256,37 @@ impl ComponentEngine {
     }
 
     /// Filter through the world's name-based `filter` export (the [`Engine`] calls go through
-    /// the `nodes` interface's handles); for comparing the two paths.
+    /// the `nodes` interface's indexes); for comparing the two paths.
     pub fn filter_by_name(&mut self, node: &str) -> CoreStatus {
         self.call("filter", |l| l.plugin.call_filter(&mut l.store, node))
             .map(|s| self.checked(s, "filter"))
             .unwrap_or_else(|trap| trap)
+    }
+
+    /// `nodes.filter` with a raw node index, as a host that kept a stale or made-up index would
+    /// call it; for tests of the guest's table of node names.
+    pub fn filter_by_index(&mut self, index: u32) -> CoreStatus {
+        self.call("filter", |l| {
+            let code = l
+                .plugin
+                .sharing_affinity_plugin_nodes()
+                .call_filter(&mut l.store, index)?;
+            l.with_reason(code)
+        })
+        .map(|s| self.checked(s, "filter"))
+        .unwrap_or_else(|trap| trap)
+    }
+
+    /// Empties the guest's table of node names (`nodes.forget`) and the engine's indexes, as the
+    /// engine does past 65,536 names; later calls index the names again.
+    pub fn forget_node_indexes(&mut self) -> Result<(), CoreStatus> {
+        self.call("forget", |l| {
+            l.plugin
+                .sharing_affinity_plugin_nodes()
+                .call_forget(&mut l.store)?;
+            l.nodes.clear();
+            Ok(())
+        })
     }
 
     /// Score through the world's name-based `score` export; for comparing with [`Engine::score`].
@@ -317,7 +340,7 @@ impl ComponentEngine {
         Ok(Live {
             store,
             plugin,
-            nodes: NodeHandles::default(),
+            nodes: NodeIndexes::default(),
         })
     }
 

@@ -498,7 +498,7 @@ fn prescore_shortcut() -> Result<(), Failed> {
     Ok(())
 }
 
-/// The engine filters and scores through the `nodes` interface's handles; the world's name-based
+/// The engine filters and scores through the `nodes` interface's indexes; the world's name-based
 /// exports must answer the same, reasons included, for nodes that pass, nodes that do not, and a
 /// node the plugin does not know, and the two may be mixed within a cycle.
 fn nodes_interface() -> Result<(), Failed> {
@@ -535,5 +535,17 @@ fn nodes_interface() -> Result<(), Failed> {
         passed > 0 && failed > 0,
         "the test needs nodes that pass and nodes that fail"
     );
+    // An index the guest's table does not hold is an error naming it; after `forget`, the first
+    // index is gone until a name is indexed again, and the engine indexes names again.
+    let names = nodes.len() as u32;
+    let bad = component.filter_by_index(names + 7);
+    assert_eq!(bad.code, Code::Error, "{bad}");
+    assert!(bad.reason.contains(&format!("node index {}", names + 7)), "{bad}");
+    let node = &cluster.nodes[0];
+    let before = component.filter(node);
+    component.forget_node_indexes().map_err(|s| s.reason)?;
+    let stale = component.filter_by_index(1);
+    assert!(stale.reason.contains("node index 1 is not"), "{stale}");
+    assert_eq!(component.filter(node), before, "filter after forget");
     Ok(())
 }

@@ -11,11 +11,10 @@
 ;;   anything else: success (score 50) with an empty reason.
 ;; configure succeeds, update rejects nothing, reserve and bind return no allocation, unreserve
 ;; succeeds. Strings the host passes in are allocated by a bump allocator above 64 KiB.
-;; The `nodes` interface does the same by handle: a node handle's rep is the address of its name
-;; (pointer, length); `filter` and `score` act on that name, answer `error` when the act left a
-;; reason (or a garbage area), and `last-reason` returns what the act wrote.
+;; The `nodes` interface does the same by node index: a name's index is the address of an 8-byte
+;; cell holding it (pointer, length); `filter` and `score` act on that name, answer `error` when the
+;; act left a reason (or a garbage area), and `last-reason` returns what the act wrote.
 (module $hostile_component
-  (import "[export]sharing-affinity:plugin/nodes@0.1.0" "[resource-new]node" (func $node_new (param i32) (result i32)))
   (memory (export "memory") 2)
   ;; the return area of the last `nodes` act (its status at +0: code, reason pointer, length)
   (global $last (mut i32) (i32.const 48))
@@ -110,13 +109,15 @@
         (i32.store (i32.const 36) (i32.const 50)))
       (else (i32.store8 (i32.const 32) (i32.const 1))))
     (i32.const 32))
-  ;; nodes.node constructor: the rep is an 8-byte (pointer, length) cell from the bump allocator
-  (func (export "sharing-affinity:plugin/nodes@0.1.0#[constructor]node") (param $ptr i32) (param $len i32) (result i32)
+  ;; nodes.index: func(name: string) -> u32: a new (pointer, length) cell from the bump allocator
+  (func (export "sharing-affinity:plugin/nodes@0.1.0#index") (param $ptr i32) (param $len i32) (result i32)
     (local $cell i32)
     (local.set $cell (call $cabi_realloc (i32.const 0) (i32.const 0) (i32.const 4) (i32.const 8)))
     (i32.store (local.get $cell) (local.get $ptr))
     (i32.store (i32.add (local.get $cell) (i32.const 4)) (local.get $len))
-    (call $node_new (local.get $cell)))
+    (local.get $cell))
+  ;; nodes.forget: func(): the cells stay (a bump allocator frees nothing)
+  (func (export "sharing-affinity:plugin/nodes@0.1.0#forget"))
   ;; acts on the handle's name; the code is `error` (1) when a reason was left or the area is garbage
   (func $node_act (param $rep i32) (result i32)
     (global.set $last
@@ -124,10 +125,10 @@
     (if (result i32) (i32.ne (global.get $last) (i32.const 48))
       (then (i32.const 1))
       (else (i32.ne (i32.or (i32.load (i32.const 52)) (i32.load (i32.const 56))) (i32.const 0)))))
-  ;; nodes.filter: func(node: borrow<node>) -> code
+  ;; nodes.filter: func(node: u32) -> code
   (func (export "sharing-affinity:plugin/nodes@0.1.0#filter") (param $rep i32) (result i32)
     (call $node_act (local.get $rep)))
-  ;; nodes.score: func(node: borrow<node>) -> result<u32, code>: ok(50) or err(error)
+  ;; nodes.score: func(node: u32) -> result<u32, code>: ok(50) or err(error)
   (func (export "sharing-affinity:plugin/nodes@0.1.0#score") (param $rep i32) (result i32)
     (if (call $node_act (local.get $rep))
       (then

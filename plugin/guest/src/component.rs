@@ -16,7 +16,7 @@ wit_bindgen::generate!({
     world: "plugin",
 });
 
-use exports::sharing_affinity::plugin::nodes::{self, GuestNode, NodeBorrow};
+use exports::sharing_affinity::plugin::nodes;
 use sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
 
 /// The exported component.
@@ -116,32 +116,63 @@ impl Guest for Component {
     }
 }
 
-/// A `nodes.node` handle: the node's name, looked up on every call.
-struct NodeHandle {
-    name: String,
+/// The `nodes` interface's table of node names: an index per name, given on first use.
+#[derive(Default)]
+struct NodeNames {
+    names: Vec<String>,
+    indexes: std::collections::HashMap<String, u32>,
 }
 
-impl GuestNode for NodeHandle {
-    fn new(name: String) -> Self {
-        NodeHandle { name }
-    }
+thread_local! {
+    static NODE_NAMES: RefCell<NodeNames> = RefCell::new(NodeNames::default());
+}
+
+/// Runs `f` on the name at `index`, or returns an `error` status naming the bad index.
+fn with_node_name<T>(index: u32, unknown: impl FnOnce(Status) -> T, f: impl FnOnce(&str) -> T) -> T {
+    NODE_NAMES.with(|t| match t.borrow().names.get(index as usize) {
+        Some(name) => f(name),
+        None => unknown(Status {
+            code: Code::Error,
+            reason: format!("node index {index} is not in the plugin's table of node names"),
+        }),
+    })
 }
 
 impl nodes::Guest for Component {
-    type Node = NodeHandle;
+    fn index(name: String) -> u32 {
+        NODE_NAMES.with(|t| {
+            let mut t = t.borrow_mut();
+            if let Some(&i) = t.indexes.get(&name) {
+                return i;
+            }
+            let i = index_u32(t.names.len());
+            t.names.push(name.clone());
+            t.indexes.insert(name, i);
+            i
+        })
+    }
 
-    fn filter(node: NodeBorrow<'_>) -> Code {
-        let name = &node.get::<NodeHandle>().name;
-        let s = with_plugin(not_configured, |plugin| status(plugin.filter(name)));
+    fn forget() {
+        NODE_NAMES.with(|t| *t.borrow_mut() = NodeNames::default());
+    }
+
+    fn filter(node: u32) -> Code {
+        let s = with_node_name(
+            node,
+            |s| s,
+            |name| with_plugin(not_configured, |plugin| status(plugin.filter(name))),
+        );
         code_keeping_reason(s)
     }
 
-    fn score(node: NodeBorrow<'_>) -> Result<u32, Code> {
-        let name = &node.get::<NodeHandle>().name;
-        match with_plugin(
-            || Err(not_configured()),
-            |plugin| plugin.score(name).map_err(status),
-        ) {
+    fn score(node: u32) -> Result<u32, Code> {
+        let r = with_node_name(node, Err, |name| {
+            with_plugin(
+                || Err(not_configured()),
+                |plugin| plugin.score(name).map_err(status),
+            )
+        });
+        match r {
             Ok(score) => {
                 code_keeping_reason(Status {
                     code: Code::Success,
