@@ -19,6 +19,7 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
+use sharing_affinity_benches::KINDS_IN_LOAD_ORDER;
 use sharing_affinity_core::object::Kind;
 use sharing_affinity_core::plugin::{EventKind, Plugin};
 use sharing_affinity_host::replay::Cluster;
@@ -107,21 +108,12 @@ fn main() {
     }
     let cluster = Cluster::from_file(Path::new(file)).expect("reading the cluster");
     let mut plugin = Plugin::new("").expect("plugin");
-    let kinds = [
-        Kind::DeviceClass,
-        Kind::DeviceTaintRule,
-        Kind::ResourceClaimTemplate,
-        Kind::Node,
-        Kind::ResourceSlice,
-        Kind::ResourceClaim,
-        Kind::Pod,
-    ];
     let now = || [&BYTES, &BLOCKS, &DLMALLOC].map(|c| c.load(Ordering::Relaxed));
     println!(
         "{:>22} {:>7} {:>10} {:>8} {:>10} {:>8}",
         "kind", "objects", "bytes", "each", "dlmalloc32", "each"
     );
-    for kind in kinds {
+    for kind in KINDS_IN_LOAD_ORDER {
         let texts: Vec<String> = cluster
             .objects
             .iter()

@@ -15,8 +15,7 @@
 
 use std::path::Path;
 
-use sharing_affinity_benches::engine_named;
-use sharing_affinity_core::object::Kind;
+use sharing_affinity_benches::{KINDS_IN_LOAD_ORDER, engine_named};
 use sharing_affinity_host::replay::Cluster;
 
 fn main() {
@@ -34,16 +33,7 @@ fn main() {
     };
     let mut last = memory(engine.as_mut());
     println!("{engine_name}: empty instance {:.1} MiB", mib(last));
-    let kinds = [
-        Kind::DeviceClass,
-        Kind::DeviceTaintRule,
-        Kind::ResourceClaimTemplate,
-        Kind::Node,
-        Kind::ResourceSlice,
-        Kind::ResourceClaim,
-        Kind::Pod,
-    ];
-    for kind in kinds {
+    for kind in KINDS_IN_LOAD_ORDER {
         let objects: Vec<_> = cluster
             .objects
             .iter()

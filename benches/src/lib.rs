@@ -7,6 +7,7 @@
 
 use std::path::{Path, PathBuf};
 
+use sharing_affinity_core::object::Kind;
 use sharing_affinity_core::{Code, Status};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::replay::Cluster;
@@ -24,6 +25,18 @@ pub struct Scenario {
     /// The first pending pod and the filter code `expected.json` gives each node for it.
     pub first_pod: (String, Vec<(String, Code)>),
 }
+
+/// The object kinds in the order the per-kind memory examples (`memory`, `heap`) load them:
+/// classes, rules and templates first, then nodes, the slices on them, the claims and the pods.
+pub const KINDS_IN_LOAD_ORDER: [Kind; 7] = [
+    Kind::DeviceClass,
+    Kind::DeviceTaintRule,
+    Kind::ResourceClaimTemplate,
+    Kind::Node,
+    Kind::ResourceSlice,
+    Kind::ResourceClaim,
+    Kind::Pod,
+];
 
 /// The testdata directory of the workspace.
 pub fn testdata_dir() -> PathBuf {

@@ -547,5 +547,18 @@ fn nodes_interface() -> Result<(), Failed> {
     let stale = component.filter_by_index(1);
     assert!(stale.reason.contains("node index 1 is not"), "{stale}");
     assert_eq!(component.filter(node), before, "filter after forget");
+    // Past 65,536 names the engine empties the guest's table: an index given before is gone
+    // (without the bound it would name `gone-59999`, a node not found), and names index again.
+    for i in 0..65_537 {
+        let gone = component.filter(&format!("gone-{i}"));
+        assert!(gone.reason.contains("not found"), "{gone}");
+    }
+    let old = component.filter_by_index(60_000);
+    assert!(old.reason.contains("node index 60000 is not"), "{old}");
+    assert_eq!(
+        component.filter(node),
+        before,
+        "filter after the table was emptied"
+    );
     Ok(())
 }

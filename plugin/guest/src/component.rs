@@ -27,10 +27,9 @@ export!(Component);
 thread_local! {
     /// The configured plugin, or `None` before `configure`.
     static PLUGIN: RefCell<Option<Plugin>> = const { RefCell::new(None) };
-}
-
-thread_local! {
-    /// The reason of the last `nodes` call (`filter` or `score` by handle): empty after a success.
+    /// The `nodes` interface's table of node names.
+    static NODE_NAMES: RefCell<NodeNames> = RefCell::new(NodeNames::default());
+    /// The reason of the last `nodes` call (`filter` or `score` by index): empty after a success.
     static LAST_REASON: RefCell<String> = const { RefCell::new(String::new()) };
 }
 
@@ -123,10 +122,6 @@ struct NodeNames {
     indexes: std::collections::HashMap<String, u32>,
 }
 
-thread_local! {
-    static NODE_NAMES: RefCell<NodeNames> = RefCell::new(NodeNames::default());
-}
-
 /// Runs `f` on the name at `index`, or returns an `error` status naming the bad index.
 fn with_node_name<T>(index: u32, unknown: impl FnOnce(Status) -> T, f: impl FnOnce(&str) -> T) -> T {
     NODE_NAMES.with(|t| match t.borrow().names.get(index as usize) {
@@ -174,10 +169,7 @@ impl nodes::Guest for Component {
         });
         match r {
             Ok(score) => {
-                code_keeping_reason(Status {
-                    code: Code::Success,
-                    reason: String::new(),
-                });
+                LAST_REASON.with(|r| r.borrow_mut().clear());
                 Ok(score)
             }
             Err(s) => Err(code_keeping_reason(s)),
