@@ -671,10 +671,10 @@ fn device_result(
         .transpose()?;
     Ok(sharing_affinity_core::model::DeviceRequestAllocationResult {
         tolerations: from_json_or_default(&r.tolerations, "tolerations")?,
-        request: r.request,
-        driver: r.driver,
-        pool: r.pool,
-        device: r.device,
+        request: r.request.into(),
+        driver: r.driver.into(),
+        pool: r.pool.into(),
+        device: r.device.into(),
         admin_access: r.admin_access,
         binding_conditions: r.binding_conditions,
         binding_failure_conditions: r.binding_failure_conditions,
@@ -741,10 +741,10 @@ mod tests {
         let wire = bindings::ClaimAllocation {
             claim: "ns/c".into(),
             results: vec![DeviceResult {
-                request: result.request.clone(),
-                driver: result.driver.clone(),
-                pool: result.pool.clone(),
-                device: result.device.clone(),
+                request: result.request.to_string(),
+                driver: result.driver.to_string(),
+                pool: result.pool.to_string(),
+                device: result.device.to_string(),
                 admin_access: Some(false),
                 share_id: Some("0f0e".into()),
                 consumed_capacity: None,

@@ -55,7 +55,7 @@ impl Cluster {
         let mut pending = Vec::new();
         for object in &parsed.objects {
             match object {
-                Object::Node(node) => nodes.push(node.metadata.name.clone()),
+                Object::Node(node) => nodes.push(node.metadata.name.to_string()),
                 Object::Pod(pod) if pod.spec.node_name.is_empty() => {
                     pending.push((pod.metadata.creation_timestamp.clone(), object.key()));
                 }
@@ -286,7 +286,7 @@ fn record_extended(cluster: &Cluster, pods: &mut [PodOutcome]) {
     for object in &cluster.objects {
         match object {
             Object::DeviceClass(c) => {
-                classes.insert(c.metadata.name.clone(), (**c).clone());
+                classes.insert(c.metadata.name.to_string(), (**c).clone());
             }
             Object::Node(n) => {
                 nodes.insert(n.metadata.name.as_str(), n);

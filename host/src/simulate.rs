@@ -224,8 +224,10 @@ impl<'a> Run<'a> {
         let mut devices = Vec::new();
         for a in allocations {
             for r in &a.allocation.devices.results {
-                let (Some(&n), Some(&d)) = (self.node_index.get(&r.pool), self.device_index.get(&r.device))
-                else {
+                let (Some(&n), Some(&d)) = (
+                    self.node_index.get(r.pool.as_str()),
+                    self.device_index.get(r.device.as_str()),
+                ) else {
                     bail!("{pod}: allocated unknown device {}/{}", r.pool, r.device);
                 };
                 let idx = n * self.w.spec.devices_per_node + d;

@@ -426,7 +426,7 @@ fn structured_and_cel_decide_alike() -> Result<(), Failed> {
         let devices: Vec<String> = pod
             .allocations
             .iter()
-            .flat_map(|a| a.allocation.devices.results.iter().map(|d| d.device.clone()))
+            .flat_map(|a| a.allocation.devices.results.iter().map(|d| d.device.to_string()))
             .collect();
         let codes: Vec<Code> = pod.nodes.iter().map(|n| n.status.code).collect();
         (pod.node.is_some(), devices, codes.contains(&Code::Success))

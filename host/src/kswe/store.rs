@@ -156,7 +156,7 @@ impl ObjectStore {
             _ => {}
         }
         let rev = self.bump();
-        meta_mut(&mut object).resource_version = rev.to_string();
+        meta_mut(&mut object).resource_version = rev.to_string().into();
         let created = match self.entries.get(&id) {
             Some(old) => {
                 self.by_revision.remove(&old.modified);
@@ -298,7 +298,7 @@ impl ObjectStore {
                 metadata: t.spec.metadata.clone(),
                 ..ResourceClaim::default()
             };
-            c.metadata.name = name;
+            c.metadata.name = name.into();
             c.metadata.namespace = ns.clone();
             c.metadata.owner_references = vec![OwnerReference {
                 api_version: "v1".into(),
@@ -425,7 +425,7 @@ impl ObjectStore {
         let classes: HashMap<String, DeviceClass> = self
             .objects(Kind::DeviceClass)
             .filter_map(|o| match o {
-                Object::DeviceClass(c) => Some((c.metadata.name.clone(), (**c).clone())),
+                Object::DeviceClass(c) => Some((c.metadata.name.to_string(), (**c).clone())),
                 _ => None,
             })
             .collect();
@@ -459,7 +459,7 @@ impl ObjectStore {
             Some((entry, generated)) => {
                 let status = PodResourceClaimStatus {
                     name: entry,
-                    resource_claim_name: Some(generated.metadata.name.clone()),
+                    resource_claim_name: Some(generated.metadata.name.to_string()),
                 };
                 (generated, Record::Template(status))
             }
@@ -510,7 +510,7 @@ impl ObjectStore {
             .any(|r| r.uid == pod.metadata.uid && r.resource == "pods")
         {
             c.status.reserved_for.push(ResourceClaimConsumerReference {
-                api_group: String::new(),
+                api_group: Default::default(),
                 resource: "pods".into(),
                 name: pod.metadata.name.clone(),
                 uid: pod.metadata.uid.clone(),

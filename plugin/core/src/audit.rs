@@ -1079,7 +1079,7 @@ fn extended_claim(
     let classes: std::collections::HashMap<String, _> = objects
         .iter()
         .filter_map(|o| match o {
-            Object::DeviceClass(c) => Some((c.metadata.name.clone(), (**c).clone())),
+            Object::DeviceClass(c) => Some((c.metadata.name.to_string(), (**c).clone())),
             _ => None,
         })
         .collect();
@@ -1106,7 +1106,7 @@ fn generated_claim(objects: &[Object], pod_key: &str, claim_key: &str) -> Option
         _ => None,
     })?;
     let mut metadata = template.spec.metadata.clone();
-    metadata.name = format!("{}-{}", pod.metadata.name, entry.name);
+    metadata.name = format!("{}-{}", pod.metadata.name, entry.name).into();
     metadata.namespace = ns.clone();
     Some(ResourceClaim {
         metadata,

@@ -167,8 +167,8 @@ fn expand(v: &AttributeValue) -> Vec<AttributeValue> {
     match v {
         V::Ints(x) => x.iter().map(|i| V::Int(*i)).collect(),
         V::Bools(x) => x.iter().map(|i| V::Bool(*i)).collect(),
-        V::Strings(x) => x.iter().map(|i| V::String(i.clone())).collect(),
-        V::Versions(x) => x.iter().map(|i| V::Version(i.clone())).collect(),
+        V::Strings(x) => x.iter().map(|i| V::String(i.as_str().into())).collect(),
+        V::Versions(x) => x.iter().map(|i| V::Version(i.as_str().into())).collect(),
         other => vec![other.clone()],
     }
 }

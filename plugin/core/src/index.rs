@@ -345,7 +345,7 @@ impl Index {
         let mut grouped: BTreeMap<(String, String), Vec<&ResourceSlice>> = BTreeMap::new();
         for s in slices {
             grouped
-                .entry((s.spec.driver.clone(), s.spec.pool.name.clone()))
+                .entry((s.spec.driver.clone(), s.spec.pool.name.to_string()))
                 .or_default()
                 .push(s);
         }
@@ -392,7 +392,7 @@ impl Index {
                 for (i, ex) in s.spec.sharing_affinity.iter().enumerate() {
                     pool.slice_extractors.push(PoolExtractor {
                         source: format!("ResourceSlice {} spec.sharingAffinity[{i}]", s.metadata.name),
-                        slice: s.metadata.name.clone(),
+                        slice: s.metadata.name.to_string(),
                         spec: ex.clone(),
                     });
                 }
@@ -449,8 +449,13 @@ impl Index {
                     devs.push(idx);
                 }
                 pool.slices.push(SliceEntry {
-                    name: s.metadata.name.clone(),
-                    node_name: s.spec.node_name.clone().filter(|n| !n.is_empty()),
+                    name: s.metadata.name.to_string(),
+                    node_name: s
+                        .spec
+                        .node_name
+                        .as_deref()
+                        .filter(|n| !n.is_empty())
+                        .map(String::from),
                     node_selector: s.spec.node_selector.clone(),
                     all_nodes: s.spec.all_nodes.unwrap_or(false),
                     per_device: s.spec.per_device_node_selection.unwrap_or(false),

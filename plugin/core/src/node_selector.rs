@@ -403,7 +403,7 @@ mod tests {
             .collect();
         Node {
             metadata: ObjectMeta {
-                name: name.to_string(),
+                name: name.into(),
                 labels,
                 ..Default::default()
             },

@@ -258,7 +258,7 @@ fn on_node(
                     .devices
                     .results
                     .iter()
-                    .map(|r| r.request.clone())
+                    .map(|r| r.request.to_string())
                     .collect(),
             )
         })

@@ -271,10 +271,10 @@ fn device_result(r: DeviceRequestAllocationResult, claim: &str) -> Result<Device
         to_json(&r.tolerations, claim)?
     };
     Ok(DeviceResult {
-        request: r.request,
-        driver: r.driver,
-        pool: r.pool,
-        device: r.device,
+        request: r.request.into(),
+        driver: r.driver.into(),
+        pool: r.pool.into(),
+        device: r.device.into(),
         admin_access: r.admin_access,
         share_id: r.share_id,
         consumed_capacity: r

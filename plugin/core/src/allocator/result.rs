@@ -25,9 +25,9 @@ impl<'a> Allocator<'a> {
                 let pool = &index.pools[entry.pool];
                 let fields = self.fields(&self.reqs[ci][ch.req.0][ch.req.1]);
                 results.push(DeviceRequestAllocationResult {
-                    request: fields.full_name(),
-                    driver: pool.driver.clone(),
-                    pool: pool.name.clone(),
+                    request: fields.full_name().into(),
+                    driver: pool.driver.as_str().into(),
+                    pool: pool.name.as_str().into(),
                     device: entry.device.name.clone(),
                     admin_access: ch.admin.then_some(true),
                     tolerations: fields.tolerations.to_vec(),

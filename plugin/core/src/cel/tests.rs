@@ -42,7 +42,7 @@ fn device(
 
 /// The devices of the tables, by name.
 fn devices() -> BTreeMap<&'static str, CelDevice> {
-    let s = |v: &str| A::String(v.to_owned());
+    let s = |v: &str| A::String(v.into());
     BTreeMap::from([
         (
             "gpu",

@@ -285,7 +285,7 @@ fn attribute_val(name: &str, value: &AttributeValue) -> Result<Box<dyn Val>, Str
     Ok(match value {
         AttributeValue::Int(i) => Box::new(CelInt::from(*i)),
         AttributeValue::Bool(b) => Box::new(CelBool::from(*b)),
-        AttributeValue::String(s) => Box::new(CelString::from(s.clone())),
+        AttributeValue::String(s) => Box::new(CelString::from(s.to_string())),
         AttributeValue::Version(v) => semver_val(name, v)?,
         AttributeValue::Ints(v) => list(v, |i| Box::new(CelInt::from(*i))),
         AttributeValue::Bools(v) => list(v, |b| Box::new(CelBool::from(*b))),

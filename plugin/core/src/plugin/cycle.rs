@@ -162,8 +162,8 @@ impl Plugin {
                         Status::unresolvable(format!("resource claim template {tkey} not found"))
                     })?;
                     let mut metadata = t.spec.metadata.clone();
-                    metadata.name = name.clone();
-                    metadata.namespace = ns.clone();
+                    metadata.name = name.as_str().into();
+                    metadata.namespace = ns.as_str().into();
                     metadata.owner_references = vec![OwnerReference {
                         api_version: "v1".into(),
                         kind: "Pod".into(),
@@ -641,7 +641,7 @@ impl Plugin {
         self.recheck_capacity(d, &result)?;
         let pod = self.pods.get(&pod_key).cloned().unwrap_or_default();
         let consumer = ResourceClaimConsumerReference {
-            api_group: String::new(),
+            api_group: crate::model::Name::default(),
             resource: "pods".into(),
             name: pod.metadata.name.clone(),
             uid: pod.metadata.uid.clone(),
@@ -651,7 +651,7 @@ impl Plugin {
             .claims
             .iter()
             .filter(|c| c.generated_for.is_some())
-            .map(|c| c.claim.metadata.name.clone())
+            .map(|c| c.claim.metadata.name.to_string())
             .collect();
         // KEP-5004: on a node that serves some resources through a device plugin, the status
         // maps only the others, and with none left there is no special claim and no status.
@@ -667,7 +667,7 @@ impl Plugin {
                 };
                 (!mappings.is_empty()).then(|| PodExtendedResourceClaimStatus {
                     request_mappings: mappings,
-                    resource_claim_name: c.claim.metadata.name.clone(),
+                    resource_claim_name: c.claim.metadata.name.to_string(),
                 })
             });
         let mut out = Vec::new();
@@ -698,7 +698,7 @@ impl Plugin {
                         .unwrap_or(&[]);
                     let fingerprint = affinity::fingerprint(&d.extractors, ids);
                     staged.push((
-                        ((cc.key.clone(), res.request.clone()), key),
+                        ((cc.key.clone(), res.request.to_string()), key),
                         (fingerprint, v.clone()),
                     ));
                 }

@@ -216,9 +216,9 @@ pub fn claim_name(pod: &Pod) -> String {
     base.truncate(MAX_GENERATE_BASE);
     // FNV-1a over the UID (or name when there is none).
     let seed = if pod.metadata.uid.is_empty() {
-        &pod.metadata.name
+        pod.metadata.name.as_str()
     } else {
-        &pod.metadata.uid
+        pod.metadata.uid.as_str()
     };
     let mut h: u64 = 0xcbf2_9ce4_8422_2325;
     for b in seed.bytes() {
@@ -250,7 +250,7 @@ pub fn is_claim_of(claim: &ResourceClaim, pod: &Pod) -> bool {
 pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
     ResourceClaim {
         metadata: ObjectMeta {
-            name: claim_name(pod),
+            name: claim_name(pod).into(),
             namespace: pod.metadata.namespace.clone(),
             annotations: Arc::new(crate::model::Map::from([(
                 CLAIM_ANNOTATION.to_string(),

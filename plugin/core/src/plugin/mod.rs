@@ -375,11 +375,11 @@ impl Plugin {
                 self.rules_dirty = true;
             }
             Object::ResourceSlice(s) => {
-                let new = (s.spec.driver.clone(), s.spec.pool.name.clone());
+                let new = (s.spec.driver.clone(), s.spec.pool.name.to_string());
                 let old = self.slices.insert(key, s);
                 self.pool_changed(new);
                 if let Some(old) = old {
-                    self.pool_changed((old.spec.driver, old.spec.pool.name));
+                    self.pool_changed((old.spec.driver, old.spec.pool.name.to_string()));
                 }
                 self.slices_dirty = true;
             }
@@ -453,7 +453,7 @@ impl Plugin {
             }
             "ResourceSlice" => {
                 if let Some(old) = self.slices.remove(&key) {
-                    self.pool_changed((old.spec.driver, old.spec.pool.name));
+                    self.pool_changed((old.spec.driver, old.spec.pool.name.to_string()));
                     self.slices_dirty = true;
                 }
             }
@@ -546,7 +546,7 @@ impl Plugin {
                     }
                 }
                 let holders = self.holders.entry(dk.clone()).or_default();
-                let hk = (key.to_string(), r.request.clone());
+                let hk = (key.to_string(), r.request.to_string());
                 if add {
                     let values = self.known_values.get(&(hk.clone(), dk.clone())).cloned();
                     holders.insert(hk, Holder { values });

@@ -266,8 +266,8 @@ pub fn run(p: &mut Plugin, pod: &str) -> Result<Vec<Vec<Got>>, Status> {
                 .iter()
                 .map(|r| {
                     (
-                        r.request.clone(),
-                        r.device.clone(),
+                        r.request.to_string(),
+                        r.device.to_string(),
                         r.share_id.is_some(),
                         r.consumed_capacity
                             .as_ref()

@@ -337,12 +337,12 @@ fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, Co
         }
     };
     Ok(ObjectMeta {
-        name: Some(meta.name.clone()),
+        name: Some(meta.name.to_string()),
         generate_name: Some(String::new()),
-        namespace: Some(meta.namespace.clone()),
+        namespace: Some(meta.namespace.to_string()),
         self_link: Some(String::new()),
-        uid: Some(meta.uid.clone()),
-        resource_version: Some(meta.resource_version.clone()),
+        uid: Some(meta.uid.to_string()),
+        resource_version: Some(meta.resource_version.to_string()),
         generation: Some(meta.generation.unwrap_or(0)),
         creation_timestamp: Some(creation),
         deletion_timestamp: deletion,
@@ -352,10 +352,10 @@ fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, Co
             .owner_references
             .iter()
             .map(|o| OwnerReference {
-                kind: Some(o.kind.clone()),
-                name: Some(o.name.clone()),
-                uid: Some(o.uid.clone()),
-                api_version: Some(o.api_version.clone()),
+                kind: Some(o.kind.to_string()),
+                name: Some(o.name.to_string()),
+                uid: Some(o.uid.to_string()),
+                api_version: Some(o.api_version.to_string()),
                 controller: o.controller,
             })
             .collect(),
@@ -498,7 +498,7 @@ pub fn node_to_proto(node: &model::Node) -> Result<Node, ConvertError> {
 
 fn key(meta: &model::ObjectMeta) -> String {
     if meta.namespace.is_empty() {
-        meta.name.clone()
+        meta.name.to_string()
     } else {
         format!("{}/{}", meta.namespace, meta.name)
     }
@@ -511,8 +511,8 @@ fn key(meta: &model::ObjectMeta) -> String {
 fn meta_from_proto(meta: ObjectMeta) -> model::ObjectMeta {
     let time = |t: Time| format_rfc3339(t.seconds.unwrap_or(0));
     model::ObjectMeta {
-        name: meta.name.unwrap_or_default(),
-        namespace: meta.namespace.unwrap_or_default(),
+        name: meta.name.unwrap_or_default().into(),
+        namespace: meta.namespace.unwrap_or_default().into(),
         uid: meta.uid.unwrap_or_default(),
         labels: meta.labels.into_iter().collect(),
         annotations: std::sync::Arc::new(meta.annotations.into_iter().collect()),
@@ -522,15 +522,15 @@ fn meta_from_proto(meta: ObjectMeta) -> model::ObjectMeta {
             .filter(|t| t.seconds.is_some())
             .map(time)
             .unwrap_or_default(),
-        resource_version: meta.resource_version.unwrap_or_default(),
+        resource_version: meta.resource_version.unwrap_or_default().into(),
         generation: meta.generation.filter(|g| *g != 0),
         owner_references: meta
             .owner_references
             .into_iter()
             .map(|o| model::OwnerReference {
-                api_version: o.api_version.unwrap_or_default(),
-                kind: o.kind.unwrap_or_default(),
-                name: o.name.unwrap_or_default(),
+                api_version: o.api_version.unwrap_or_default().into(),
+                kind: o.kind.unwrap_or_default().into(),
+                name: o.name.unwrap_or_default().into(),
                 uid: o.uid.unwrap_or_default(),
                 controller: o.controller,
             })
