@@ -16,9 +16,15 @@
 //! each bound pod's cycle again on the recorded node (prefilter, filter, reserve, bind); the
 //! allocations must come out identical, or the restore fails with an error naming the pod. An
 //! interrupted cycle is resumed too: its pod is prefiltered again and the nodes that passed filter
-//! are filtered again, so `score`, `reserve` and `bind` still work after a trap in a later call.
+//! are filtered again (and its PreScore list sent again), so `score`, `reserve` and `bind` still
+//! work after a trap in a later call.
+//!
+//! Per node, the engine calls the guest through the `nodes` interface's indexes: Filter once per
+//! node, and PreScore with Score for every feasible node in a single `nodes.scores` call, whose
+//! answers Score then reads; a Score for a node PreScore did not name goes to the guest alone.
 
 use std::path::Path;
+use std::sync::Arc;
 use std::time::Duration;
 
 use sharing_affinity_core::object::Object;
@@ -26,7 +32,7 @@ use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
 use wasmtime::component::{Component, Linker};
 use wasmtime::error::Context;
-use wasmtime::{Config, Result, Store, Trap, format_err};
+use wasmtime::{Config, Result, Store, Trap, bail, format_err};
 
 use crate::bindings::sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
 use crate::bindings::{self, Event, PluginPre};
@@ -121,8 +127,12 @@ struct Live {
     nodes: NodeIndexes,
 }
 
-/// Node indexes by name, hashed with Fx (node names are short).
-type NodeIndexes = std::collections::HashMap<String, u32, rustc_hash::FxBuildHasher>;
+/// Node indexes by name, hashed with Fx (node names are short). A name is shared with the
+/// cycle's lists of nodes, which keep it without a copy per call.
+type NodeIndexes = std::collections::HashMap<Arc<str>, u32, rustc_hash::FxBuildHasher>;
+
+/// Scores by node name, hashed with Fx.
+type Scores = std::collections::HashMap<Arc<str>, u32, rustc_hash::FxBuildHasher>;
 
 /// At most this many node names are indexed per instance; past it the guest's table is emptied
 /// (`nodes.forget`) and names are indexed again as nodes are called (a bound on what nodes that
@@ -130,10 +140,10 @@ type NodeIndexes = std::collections::HashMap<String, u32, rustc_hash::FxBuildHas
 const MAX_NODE_INDEXES: usize = 1 << 16;
 
 impl Live {
-    /// The guest's index for the node named `name`, asked for on first use.
-    fn node(&mut self, name: &str) -> Result<u32> {
-        if let Some(&index) = self.nodes.get(name) {
-            return Ok(index);
+    /// The guest's index for the node named `name`, asked for on first use, and the shared name.
+    fn node(&mut self, name: &str) -> Result<(u32, Arc<str>)> {
+        if let Some((key, &index)) = self.nodes.get_key_value(name) {
+            return Ok((index, Arc::clone(key)));
         }
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         if self.nodes.len() >= MAX_NODE_INDEXES {
@@ -141,21 +151,51 @@ impl Live {
             self.nodes.clear();
         }
         let index = nodes.call_index(&mut self.store, name)?;
-        self.nodes.insert(name.to_string(), index);
-        Ok(index)
+        let key: Arc<str> = Arc::from(name);
+        self.nodes.insert(Arc::clone(&key), index);
+        Ok((index, key))
     }
 
-    /// Filter through the node's index: the code, and the reason when it is not a success.
-    fn filter(&mut self, name: &str) -> Result<bindings::Status> {
-        let node = self.node(name)?;
+    /// Filter through the node's index: the status (with the reason when it is not a success),
+    /// and the shared name.
+    fn filter(&mut self, name: &str) -> Result<(bindings::Status, Arc<str>)> {
+        let (node, key) = self.node(name)?;
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         let code = nodes.call_filter(&mut self.store, node)?;
-        self.with_reason(code)
+        Ok((self.with_reason(code)?, key))
+    }
+
+    /// PreScore with `names` and Score for each of them, in one `nodes.scores` call: the scores by
+    /// name, or the status of the call that failed.
+    fn scores<S: AsRef<str>>(&mut self, names: &[S]) -> Result<Result<Scored, bindings::Status>> {
+        let mut indexes = Vec::with_capacity(names.len());
+        let mut keys = Vec::with_capacity(names.len());
+        for name in names {
+            let (index, key) = self.node(name.as_ref())?;
+            indexes.push(index);
+            keys.push(key);
+        }
+        let nodes = self.plugin.sharing_affinity_plugin_nodes();
+        match nodes.call_scores(&mut self.store, &indexes)? {
+            Ok(scores) if scores.len() == keys.len() => Ok(Ok(Scored {
+                scores: keys.iter().cloned().zip(scores).collect(),
+                nodes: keys,
+            })),
+            Ok(scores) => Ok(Err(bindings::Status {
+                code: Code::Error,
+                reason: format!(
+                    "the plugin returned {} scores for {} nodes from nodes.scores",
+                    scores.len(),
+                    keys.len()
+                ),
+            })),
+            Err(code) => self.with_reason(code).map(Err),
+        }
     }
 
     /// Score through the node's index.
     fn score(&mut self, name: &str) -> Result<Result<u32, bindings::Status>> {
-        let node = self.node(name)?;
+        let (node, _) = self.node(name)?;
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         match nodes.call_score(&mut self.store, node)? {
             Ok(score) => Ok(Ok(score)),
@@ -193,9 +233,15 @@ enum Entry {
 struct Cycle {
     pod: String,
     /// Nodes that passed filter in this cycle, in call order.
-    feasible: Vec<String>,
-    /// A `prescore` call reached the guest in this cycle.
-    prescored: bool,
+    feasible: Vec<Arc<str>>,
+    /// The answer of the cycle's `prescore` (`nodes.scores`), until a later Filter.
+    scored: Option<Scored>,
+}
+
+/// The nodes a `prescore` named, and the scores `nodes.scores` gave them.
+struct Scored {
+    nodes: Vec<Arc<str>>,
+    scores: Scores,
 }
 
 /// One plugin instance in wasmtime, driven through [`Engine`].
@@ -383,6 +429,15 @@ impl ComponentEngine {
                     .map_err(|e| trap_error(e, &limits))?;
                 expect_success(status, || format!("filter of pod {} on node {node}", cycle.pod))?;
             }
+            if let Some(scored) = &cycle.scored {
+                live.store.set_epoch_deadline(limits.deadline_ticks());
+                let again = live.scores(&scored.nodes).map_err(|e| trap_error(e, &limits))?;
+                match again {
+                    Ok(again) if again.scores == scored.scores => {}
+                    Ok(_) => bail!("prescore of pod {}: the scores differ from before", cycle.pod),
+                    Err(status) => expect_success(status, || format!("prescore of pod {}", cycle.pod))?,
+                }
+            }
         }
         self.live = Some(live);
         Ok(())
@@ -473,42 +528,58 @@ impl Engine for ComponentEngine {
             self.cycle = Some(Cycle {
                 pod: pod.to_string(),
                 feasible: Vec::new(),
-                prescored: false,
+                scored: None,
             });
         }
         status
     }
 
     fn filter(&mut self, node: &str) -> CoreStatus {
-        let status = self
-            .call("filter", |l| l.filter(node))
-            .map(|s| self.checked(s, "filter"));
-        let status = status.unwrap_or_else(|trap| trap);
+        // A Filter after PreScore may change what Score answers for the node: the guest answers
+        // again.
+        if let Some(cycle) = &mut self.cycle {
+            cycle.scored = None;
+        }
+        let (status, key) = match self.call("filter", |l| l.filter(node)) {
+            Ok((s, key)) => (self.checked(s, "filter"), Some(key)),
+            Err(trap) => (trap, None),
+        };
         if status.is_success()
             && let Some(cycle) = &mut self.cycle
+            && let Some(key) = key
         {
-            cycle.feasible.push(node.to_string());
+            cycle.feasible.push(key);
         }
         status
     }
 
     fn prescore(&mut self, nodes: &[String]) -> CoreStatus {
-        // `prescore` is optional: without it the guest normalises over every node that passed
-        // `filter` in the cycle. When that is exactly the list given, and no other list was
-        // given in this cycle, the call would only copy every node name into the guest (a third
-        // of a millisecond at 1,000 nodes): it is not made.
+        // PreScore and Score on every node it names are one call into the guest; Score then
+        // answers from it.
         if let Some(cycle) = &mut self.cycle {
-            if !cycle.prescored && nodes == cycle.feasible.as_slice() {
-                return CoreStatus::success();
-            }
-            cycle.prescored = true;
+            cycle.scored = None;
         }
-        self.call("prescore", |l| l.plugin.call_prescore(&mut l.store, nodes))
-            .map(core_status)
-            .unwrap_or_else(|trap| trap)
+        match self.call("prescore", |l| l.scores(nodes)) {
+            Ok(Ok(scored)) => {
+                if let Some(cycle) = &mut self.cycle {
+                    cycle.scored = Some(scored);
+                }
+                CoreStatus::success()
+            }
+            Ok(Err(status)) => self.checked(status, "prescore"),
+            Err(trap) => trap,
+        }
     }
 
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
+        if let Some(&score) = self
+            .cycle
+            .as_ref()
+            .and_then(|c| c.scored.as_ref())
+            .and_then(|s| s.scores.get(node))
+        {
+            return Ok(score);
+        }
         self.call("score", |l| l.score(node))?
             .map_err(|s| self.checked(s, "score"))
     }

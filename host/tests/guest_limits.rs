@@ -205,6 +205,43 @@ fn component_limits_apply_to_every_hook_and_the_cycle_goes_on() {
 }
 
 #[test]
+fn component_limits_apply_to_prescore_with_its_scores_and_the_cycle_goes_on() {
+    let mut engine = component_engine(small_limits());
+    assert!(engine.prefilter("ns/pod").is_success());
+    assert!(engine.filter("node-ok").is_success());
+    let names = |n: &[&str]| n.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    // PreScore sends every node in one `nodes.scores` call: a limit hit by any node is the call's.
+    for (node, limit) in [
+        ("loop", "time limit"),
+        ("grow", "memory limit"),
+        ("recurse", "stack"),
+        ("x-area", "trapped in prescore"),
+    ] {
+        let status = engine.prescore(&names(&["node-ok", node]));
+        assert!(
+            status.code == Code::Error
+                && status.reason.contains("trapped in prescore")
+                && status.reason.contains(limit),
+            "{node}: {status}"
+        );
+    }
+    let status = engine.prescore(&names(&["node-ok", "big"]));
+    assert!(status.reason.contains("status reason limit"), "{status}");
+    // After the traps, the replacement instance answers; Score reads what `scores` returned.
+    assert!(engine.prescore(&names(&["node-ok"])).is_success());
+    assert_eq!(engine.replacements(), 4);
+    // With no time to run, any call into the guest would trap: Score does not call it.
+    engine.set_time_per_call(Duration::ZERO);
+    assert_eq!(engine.score("node-ok"), Ok(50));
+    // A node PreScore did not name goes to the guest (and here runs out of time).
+    let err = engine.score("node-2").expect_err("a guest call with no time");
+    assert!(err.reason.contains("trapped in score"), "{err}");
+    engine.set_time_per_call(small_limits().time_per_call);
+    assert_eq!(engine.reserve("node-ok"), Ok(Vec::new()));
+    assert_eq!(engine.bind("node-ok"), Ok(Vec::new()));
+}
+
+#[test]
 fn an_unbounded_time_limit_does_not_wrap_into_an_immediate_interrupt() {
     let limits = Limits {
         time_per_call: Duration::MAX,

@@ -21,7 +21,7 @@ use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
 use sharing_affinity_core::Code;
 use sharing_affinity_host::artifact;
-use sharing_affinity_host::component::{ComponentPlugin, Limits};
+use sharing_affinity_host::component::{ComponentEngine, ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
@@ -75,8 +75,8 @@ fn main() {
         memory_limit_trap,
     ));
     trials.push(Trial::test(
-        "component/prescore-of-the-filtered-nodes-is-not-copied-a-narrower-one-is",
-        prescore_shortcut,
+        "component/prescore-scores-the-named-nodes-in-one-call",
+        prescore_scores,
     ));
     trials.push(Trial::test(
         "component/nodes-interface-decides-as-the-named-exports",
@@ -455,10 +455,11 @@ fn structured_and_cel_decide_alike() -> Result<(), Failed> {
     Ok(())
 }
 
-/// The component host leaves out a `prescore` that names exactly the nodes that passed `filter`
-/// (the guest then normalises over the same nodes by itself), but a narrower list reaches the
-/// guest, and so does every list after it in the cycle. Scores match the native engine's.
-fn prescore_shortcut() -> Result<(), Failed> {
+/// The component host sends PreScore's list with `nodes.scores`, which scores every node it
+/// names in the same call; Score answers from it. Scores match the native engine's, which calls
+/// Score per node: for the whole list, a narrower one (a node outside it cannot be scored), the
+/// whole list again, and after a node is filtered again.
+fn prescore_scores() -> Result<(), Failed> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/large-32-nodes-60-pods");
     let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
     let mut native = NativeEngine::new(&config(&dir)?).map_err(|e| format!("{e:#}"))?;
@@ -481,19 +482,28 @@ fn prescore_shortcut() -> Result<(), Failed> {
     let scores = |e: &mut dyn Engine, nodes: &[String]| -> Vec<Result<u32, String>> {
         nodes.iter().map(|n| e.score(n).map_err(|s| s.reason)).collect()
     };
-    // The whole list: left out, and the same scores as the native engine, which got the call.
-    assert!(native.prescore(&feasible).is_success());
-    assert!(component.prescore(&feasible).is_success());
-    assert_eq!(scores(&mut component, &feasible), scores(&mut native, &feasible));
-    // A narrower list reaches the guest: a node outside it can no longer be scored.
+    let both = |native: &mut NativeEngine, component: &mut ComponentEngine, nodes: &[String]| {
+        assert!(native.prescore(nodes).is_success());
+        assert!(component.prescore(nodes).is_success());
+    };
+    both(&mut native, &mut component, &feasible);
+    let whole = scores(&mut native, &feasible);
+    assert!(whole.iter().all(Result::is_ok), "{whole:?}");
+    assert_eq!(scores(&mut component, &feasible), whole);
+    // A narrower list: a node outside it can no longer be scored.
     let first = &feasible[..1];
-    assert!(component.prescore(first).is_success());
+    both(&mut native, &mut component, first);
     let outside = component
         .score(&feasible[1])
         .expect_err("a node prescore did not name");
     assert!(outside.reason.contains("prescore did not name"), "{outside}");
-    // After a narrower list, the whole list is sent again.
-    assert!(component.prescore(&feasible).is_success());
+    assert_eq!(scores(&mut component, first), scores(&mut native, first));
+    // The whole list again.
+    both(&mut native, &mut component, &feasible);
+    assert_eq!(scores(&mut component, &feasible), whole);
+    // A node filtered again after PreScore: Score asks the guest, as the native engine decides.
+    assert!(native.filter(&feasible[0]).is_success());
+    assert!(component.filter(&feasible[0]).is_success());
     assert_eq!(scores(&mut component, &feasible), scores(&mut native, &feasible));
     Ok(())
 }

@@ -13,7 +13,8 @@
 ;; succeeds. Strings the host passes in are allocated by a bump allocator above 64 KiB.
 ;; The `nodes` interface does the same by node index: a name's index is the address of an 8-byte
 ;; cell holding it (pointer, length); `filter` and `score` act on that name, answer `error` when the
-;; act left a reason (or a garbage area), and `last-reason` returns what the act wrote.
+;; act left a reason (or a garbage area), and `last-reason` returns what the act wrote; `scores`
+;; acts on each node of its list.
 (module $hostile_component
   (memory (export "memory") 2)
   ;; the return area of the last `nodes` act (its status at +0: code, reason pointer, length)
@@ -138,6 +139,27 @@
         (i32.store8 (i32.const 64) (i32.const 0))
         (i32.store (i32.const 68) (i32.const 50))))
     (i32.const 64))
+  ;; nodes.scores: func(nodes: list<u32>) -> result<list<u32>, code>: acts on each node in turn;
+  ;; err(error) at the first act that fails, else ok with a score of 50 per node
+  (func (export "sharing-affinity:plugin/nodes@0.1.0#scores") (param $ptr i32) (param $len i32) (result i32)
+    (local $i i32)
+    (local $out i32)
+    (local.set $out (call $cabi_realloc (i32.const 0) (i32.const 0) (i32.const 4) (i32.shl (local.get $len) (i32.const 2))))
+    (block $done
+      (loop $each
+        (br_if $done (i32.ge_u (local.get $i) (local.get $len)))
+        (if (call $node_act (i32.load (i32.add (local.get $ptr) (i32.shl (local.get $i) (i32.const 2)))))
+          (then
+            (i32.store8 (i32.const 80) (i32.const 1))
+            (i32.store8 (i32.const 84) (i32.const 1))
+            (return (i32.const 80))))
+        (i32.store (i32.add (local.get $out) (i32.shl (local.get $i) (i32.const 2))) (i32.const 50))
+        (local.set $i (i32.add (local.get $i) (i32.const 1)))
+        (br $each)))
+    (i32.store8 (i32.const 80) (i32.const 0))
+    (i32.store (i32.const 84) (local.get $out))
+    (i32.store (i32.const 88) (local.get $len))
+    (i32.const 80))
   ;; nodes.last-reason: func() -> string: the reason (pointer, length) the last act wrote
   (func (export "sharing-affinity:plugin/nodes@0.1.0#last-reason") (result i32)
     (i32.add (global.get $last) (i32.const 4)))

@@ -927,14 +927,15 @@ fn score_is_not_diluted_by_requests_on_pools_without_extractors() {
     filter_all(&mut p, "a", &["n1", "n2"]);
     assert_eq!(p.affinity_rank("n1").unwrap(), 100, "join, GPUs neutral");
     assert_eq!(p.affinity_rank("n2").unwrap(), 50, "clean, GPU neutral");
-    assert!(p.prescore(&["n1".into(), "n2".into()]).is_success());
+    assert!(p.prescore(&["n1", "n2"]).is_success());
     assert_eq!(p.score("n1").unwrap(), 100);
     assert_eq!(p.score("n2").unwrap(), 0);
 }
 
-#[test]
-fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes() {
-    let objects = vec![
+/// Three nodes with one NIC each: n1's locked to subnet x, n2's clean, n3's in an affinity pool
+/// that no extractor gates (with `config_extractor(true)`).
+fn join_clean_unknown() -> Vec<Value> {
+    vec![
         node("n1"),
         node("n2"),
         node("n3"),
@@ -959,7 +960,12 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
             &[nic("eth1", "4").attr("type", "string", json!("other"))],
         ),
         holder_on("old", "n1", "p1", "eth1", "x"),
-    ];
+    ]
+}
+
+#[test]
+fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes() {
+    let objects = join_clean_unknown();
     let mut p = plugin(&config_extractor(true), &objects);
     add_pod(&mut p, "a", nic_claim("ca", "x"));
     filter_all(&mut p, "a", &["n1", "n2", "n3"]);
@@ -975,13 +981,13 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
         "without PreScore: over the nodes that passed Filter"
     );
 
-    assert!(p.prescore(&["n2".into(), "n3".into()]).is_success());
+    assert!(p.prescore(&["n2", "n3"]).is_success());
     assert_eq!(p.score("n2").unwrap(), 100, "max of the PreScore nodes");
     assert_eq!(p.score("n3").unwrap(), 0);
     let err = p.score("n1").unwrap_err();
     assert!(err.reason.contains("prescore did not name"), "{err}");
 
-    assert!(p.prescore(&["n2".into()]).is_success());
+    assert!(p.prescore(&["n2"]).is_success());
     assert_eq!(p.score("n2").unwrap(), 0, "all ranks equal: 0");
     let err = p.score("n3").unwrap_err();
     assert!(
@@ -989,7 +995,7 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
         "a later PreScore replaces the list: {err}"
     );
 
-    let st = p.prescore(&["n9".into()]);
+    let st = p.prescore(&["n9"]);
     assert_eq!(st.code, Code::Error);
     assert!(st.reason.contains("n9, which did not pass filter"), "{st}");
     assert_eq!(
@@ -1019,6 +1025,54 @@ fn score_ranks_join_over_clean_over_unknown_and_normalises_over_prescore_nodes()
     add_pod(&mut p, "a", nic_claim("ca", "x"));
     filter_all(&mut p, "a", &["n1", "n2", "n3"]);
     assert_eq!(p.score("n1").unwrap(), 0, "consolidate false: every node 0");
+}
+
+#[test]
+fn prescore_scores_is_prescore_then_score_on_each_node() {
+    let objects = join_clean_unknown();
+    let lists: [&[&str]; 5] = [
+        &["n1", "n2", "n3"],
+        &["n3", "n2"],
+        &["n2"],
+        &["n2", "n2", "n1"],
+        &[],
+    ];
+    for consolidate in [true, false] {
+        let config = json!({"consolidate": consolidate,
+                            "sharingAffinity": [{"driver": DRIVER, "cel": {"subnet": SUBNET},
+                                "selector": {"cel": {"expression": "device.attributes[\"driver-a\"].type == \"nic\""}}}]})
+        .to_string();
+        let mut one = plugin(&config, &objects);
+        let mut two = plugin(&config, &objects);
+        for p in [&mut one, &mut two] {
+            add_pod(p, "a", nic_claim("ca", "x"));
+            filter_all(p, "a", &["n1", "n2", "n3"]);
+        }
+        for nodes in lists {
+            let batch = one.prescore_scores(nodes);
+            assert!(two.prescore(nodes).is_success());
+            let each: Vec<u32> = nodes.iter().map(|n| two.score(n).unwrap()).collect();
+            assert_eq!(batch, Ok(each), "consolidate {consolidate}, {nodes:?}");
+            // The PreScore state is the same afterwards: Score answers alike on every node.
+            for n in ["n1", "n2", "n3"] {
+                assert_eq!(one.score(n), two.score(n), "{n} after {nodes:?}");
+            }
+        }
+        let failed = one.prescore_scores(&["n2", "n9"]).unwrap_err();
+        assert_eq!(failed, two.prescore(&["n2", "n9"]));
+        assert!(
+            failed.reason.contains("n9, which did not pass filter"),
+            "{failed}"
+        );
+        assert_eq!(
+            one.score("n2"),
+            two.score("n2"),
+            "a failed PreScore keeps the list before it"
+        );
+    }
+    let mut p = plugin("", &objects);
+    let st = p.prescore_scores(&["n1"]).unwrap_err();
+    assert!(st.reason.contains("before prefilter"), "{st}");
 }
 
 #[test]

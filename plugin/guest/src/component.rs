@@ -126,11 +126,16 @@ struct NodeNames {
 fn with_node_name<T>(index: u32, unknown: impl FnOnce(Status) -> T, f: impl FnOnce(&str) -> T) -> T {
     NODE_NAMES.with(|t| match t.borrow().names.get(index as usize) {
         Some(name) => f(name),
-        None => unknown(Status {
-            code: Code::Error,
-            reason: format!("node index {index} is not in the plugin's table of node names"),
-        }),
+        None => unknown(unknown_index(index)),
     })
+}
+
+/// The `error` status for a node index the table does not hold.
+fn unknown_index(index: u32) -> Status {
+    Status {
+        code: Code::Error,
+        reason: format!("node index {index} is not in the plugin's table of node names"),
+    }
 }
 
 impl nodes::Guest for Component {
@@ -171,6 +176,32 @@ impl nodes::Guest for Component {
             Ok(score) => {
                 LAST_REASON.with(|r| r.borrow_mut().clear());
                 Ok(score)
+            }
+            Err(s) => Err(code_keeping_reason(s)),
+        }
+    }
+
+    fn scores(nodes: Vec<u32>) -> Result<Vec<u32>, Code> {
+        let r = NODE_NAMES.with(|t| {
+            let t = t.borrow();
+            let names = nodes
+                .iter()
+                .map(|&i| {
+                    t.names
+                        .get(i as usize)
+                        .map(String::as_str)
+                        .ok_or_else(|| unknown_index(i))
+                })
+                .collect::<Result<Vec<&str>, Status>>()?;
+            with_plugin(
+                || Err(not_configured()),
+                |plugin| plugin.prescore_scores(&names).map_err(status),
+            )
+        });
+        match r {
+            Ok(scores) => {
+                LAST_REASON.with(|r| r.borrow_mut().clear());
+                Ok(scores)
             }
             Err(s) => Err(code_keeping_reason(s)),
         }

@@ -481,22 +481,48 @@ impl Plugin {
 
     /// PreScore: the feasible nodes of the cycle (those that passed every Filter plugin), over
     /// which [`Plugin::score`] normalises. Every node named must have passed this plugin's Filter.
-    pub fn prescore(&mut self, nodes: &[String]) -> Status {
+    pub fn prescore<S: AsRef<str>>(&mut self, nodes: &[S]) -> Status {
+        match self.prescore_ranks(nodes) {
+            Ok(_) => Status::success(),
+            Err(s) => s,
+        }
+    }
+
+    /// [`Plugin::prescore`] with `nodes`, then [`Plugin::score`] for each of them, in one pass:
+    /// the scores in the order of `nodes`, or PreScore's status when it fails (after a PreScore
+    /// that succeeded, Score succeeds on every node it named).
+    pub fn prescore_scores<S: AsRef<str>>(&mut self, nodes: &[S]) -> Result<Vec<u32>, Status> {
+        let ranks = self.prescore_ranks(nodes)?;
+        if !self.config.consolidate {
+            return Ok(vec![0; ranks.len()]);
+        }
+        let (min, max) = self
+            .cycle
+            .as_ref()
+            .and_then(|c| c.scoring.as_ref())
+            .map(|s| (s.min, s.max))
+            .ok_or_else(|| Status::error("internal: prescore left no score range"))?;
+        Ok(ranks.into_iter().map(|r| normalize(r, min, max)).collect())
+    }
+
+    /// PreScore: the ranks of `nodes`, in order.
+    fn prescore_ranks<S: AsRef<str>>(&mut self, nodes: &[S]) -> Result<Vec<u32>, Status> {
         let Some(cycle) = self.cycle.as_mut() else {
-            return Status::error("prescore called before prefilter");
+            return Err(Status::error("prescore called before prefilter"));
         };
         let ids: Vec<Option<u32>> = nodes
             .iter()
-            .map(|n| self.nodes.get(n).map(|(id, _)| id))
+            .map(|n| self.nodes.get(n.as_ref()).map(|(id, _)| id))
             .collect();
         let mut ranks = Vec::with_capacity(nodes.len());
         for (n, id) in nodes.iter().zip(&ids) {
             match id.and_then(|id| cycle.nodes.get(&id)) {
                 Some(r) if r.status.is_success() => ranks.push(r.rank),
                 _ => {
-                    return Status::error(format!(
-                        "prescore names node {n}, which did not pass filter in this cycle"
-                    ));
+                    return Err(Status::error(format!(
+                        "prescore names node {}, which did not pass filter in this cycle",
+                        n.as_ref()
+                    )));
                 }
             }
         }
@@ -513,7 +539,7 @@ impl Plugin {
             min: ranks.iter().copied().min().unwrap_or(0),
             max: ranks.iter().copied().max().unwrap_or(0),
         });
-        Status::success()
+        Ok(ranks)
     }
 
     /// The raw sharing-affinity rank of a node that passed Filter in the current cycle (before
