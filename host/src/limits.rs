@@ -85,7 +85,13 @@ impl Limits {
             return 0;
         }
         let tick = TICK.as_nanos();
-        let ticks = self.time_per_call.as_nanos().div_ceil(tick).saturating_add(1);
+        let nanos = self.time_per_call.as_nanos();
+        // Set before every call into a guest: times up to 584 years divide in 64 bits (a division
+        // by a constant, no 128-bit division routine), longer ones in 128.
+        if let (Ok(nanos), Ok(tick)) = (u64::try_from(nanos), u64::try_from(tick)) {
+            return nanos.div_ceil(tick).saturating_add(1).min(MAX_DEADLINE_TICKS);
+        }
+        let ticks = nanos.div_ceil(tick).saturating_add(1);
         u64::try_from(ticks).map_or(MAX_DEADLINE_TICKS, |t| t.min(MAX_DEADLINE_TICKS))
     }
 
@@ -393,6 +399,18 @@ mod tests {
         assert_eq!(with(Duration::from_millis(1)).deadline_ticks(), 2);
         assert_eq!(with(TICK).deadline_ticks(), 2);
         assert_eq!(with(TICK * 3 + Duration::from_nanos(1)).deadline_ticks(), 5);
+        // Either side of the 64-bit nanosecond range (the two division paths) round alike.
+        let tick = u128::from(TICK.as_nanos() as u64);
+        for nanos in [
+            u128::from(u64::MAX) - 1,
+            u128::from(u64::MAX),
+            u128::from(u64::MAX) + 1,
+        ] {
+            let time = Duration::from_nanos(u64::MAX) + Duration::from_nanos(1)
+                - Duration::from_nanos((u128::from(u64::MAX) + 1 - nanos) as u64);
+            let expected = nanos.div_ceil(tick) + 1;
+            assert_eq!(u128::from(with(time).deadline_ticks()), expected, "{nanos} ns");
+        }
         assert_eq!(
             with(Duration::MAX).deadline_ticks(),
             MAX_DEADLINE_TICKS,
