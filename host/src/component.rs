@@ -166,8 +166,26 @@ impl Live {
     }
 
     /// PreScore with `names` and Score for each of them, in one `nodes.scores` call: the scores by
-    /// name, or the status of the call that failed.
-    fn scores<S: AsRef<str>>(&mut self, names: &[S]) -> Result<Result<Scored, bindings::Status>> {
+    /// name, or the status of the call that failed. A list longer than the table of indexes goes
+    /// by name to the world's `prescore` instead, and gives no scores (Score asks per node).
+    fn scores<S: AsRef<str>>(&mut self, names: &[S]) -> Result<Result<Option<Scored>, bindings::Status>> {
+        if names.len() > MAX_NODE_INDEXES {
+            let names: Vec<String> = names.iter().map(|n| n.as_ref().to_string()).collect();
+            let status = self.plugin.call_prescore(&mut self.store, &names)?;
+            return Ok(if status.code == Code::Success {
+                Ok(None)
+            } else {
+                Err(status)
+            });
+        }
+        // Every index of the call must come from one table: when the names could fill it, it
+        // is emptied first, so that indexing them cannot empty it half-way through the list.
+        if self.nodes.len() + names.len() > MAX_NODE_INDEXES {
+            self.plugin
+                .sharing_affinity_plugin_nodes()
+                .call_forget(&mut self.store)?;
+            self.nodes.clear();
+        }
         let mut indexes = Vec::with_capacity(names.len());
         let mut keys = Vec::with_capacity(names.len());
         for name in names {
@@ -177,10 +195,10 @@ impl Live {
         }
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         match nodes.call_scores(&mut self.store, &indexes)? {
-            Ok(scores) if scores.len() == keys.len() => Ok(Ok(Scored {
+            Ok(scores) if scores.len() == keys.len() => Ok(Ok(Some(Scored {
                 scores: keys.iter().cloned().zip(scores).collect(),
                 nodes: keys,
-            })),
+            }))),
             Ok(scores) => Ok(Err(bindings::Status {
                 code: Code::Error,
                 reason: format!(
@@ -433,7 +451,7 @@ impl ComponentEngine {
                 live.store.set_epoch_deadline(limits.deadline_ticks());
                 let again = live.scores(&scored.nodes).map_err(|e| trap_error(e, &limits))?;
                 match again {
-                    Ok(again) if again.scores == scored.scores => {}
+                    Ok(Some(again)) if again.scores == scored.scores => {}
                     Ok(_) => bail!("prescore of pod {}: the scores differ from before", cycle.pod),
                     Err(status) => expect_success(status, || format!("prescore of pod {}", cycle.pod))?,
                 }
@@ -562,7 +580,7 @@ impl Engine for ComponentEngine {
         match self.call("prescore", |l| l.scores(nodes)) {
             Ok(Ok(scored)) => {
                 if let Some(cycle) = &mut self.cycle {
-                    cycle.scored = Some(scored);
+                    cycle.scored = scored;
                 }
                 CoreStatus::success()
             }

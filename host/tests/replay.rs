@@ -79,6 +79,10 @@ fn main() {
         prescore_scores,
     ));
     trials.push(Trial::test(
+        "component/prescore-across-the-node-index-bound",
+        prescore_at_index_bound,
+    ));
+    trials.push(Trial::test(
         "component/nodes-interface-decides-as-the-named-exports",
         nodes_interface,
     ));
@@ -455,11 +459,10 @@ fn structured_and_cel_decide_alike() -> Result<(), Failed> {
     Ok(())
 }
 
-/// The component host sends PreScore's list with `nodes.scores`, which scores every node it
-/// names in the same call; Score answers from it. Scores match the native engine's, which calls
-/// Score per node: for the whole list, a narrower one (a node outside it cannot be scored), the
-/// whole list again, and after a node is filtered again.
-fn prescore_scores() -> Result<(), Failed> {
+/// `testdata/large-32-nodes-60-pods` loaded into a native and a component engine, its first
+/// pending pod prefiltered and filtered on every node in both: the cluster, the engines and the
+/// nodes that passed (at least two).
+fn filtered_on_both() -> Result<(Cluster, NativeEngine, ComponentEngine, Vec<String>), Failed> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/large-32-nodes-60-pods");
     let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
     let mut native = NativeEngine::new(&config(&dir)?).map_err(|e| format!("{e:#}"))?;
@@ -479,6 +482,15 @@ fn prescore_scores() -> Result<(), Failed> {
             .collect();
     }
     assert!(feasible.len() >= 2, "the test needs two feasible nodes");
+    Ok((cluster, native, component, feasible))
+}
+
+/// The component host sends PreScore's list with `nodes.scores`, which scores every node it
+/// names in the same call; Score answers from it. Scores match the native engine's, which calls
+/// Score per node: for the whole list, a narrower one (a node outside it cannot be scored), the
+/// whole list again, and after a node is filtered again.
+fn prescore_scores() -> Result<(), Failed> {
+    let (_, mut native, mut component, feasible) = filtered_on_both()?;
     let scores = |e: &mut dyn Engine, nodes: &[String]| -> Vec<Result<u32, String>> {
         nodes.iter().map(|n| e.score(n).map_err(|s| s.reason)).collect()
     };
@@ -505,6 +517,37 @@ fn prescore_scores() -> Result<(), Failed> {
     assert!(native.filter(&feasible[0]).is_success());
     assert!(component.filter(&feasible[0]).is_success());
     assert_eq!(scores(&mut component, &feasible), scores(&mut native, &feasible));
+    Ok(())
+}
+
+/// A PreScore list whose names would fill the guest's table of node indexes (65,536 names)
+/// half-way through: the engine empties the table first, so every index of the call is from the
+/// same table and the scores are right. A list longer than the table goes to the guest by name.
+fn prescore_at_index_bound() -> Result<(), Failed> {
+    let (cluster, mut native, mut component, feasible) = filtered_on_both()?;
+    assert!(native.prescore(&feasible).is_success());
+    let expected: Vec<_> = feasible.iter().map(|n| native.score(n)).collect();
+    // Unknown names until the table has just been emptied (at 65,536) and holds none of the
+    // feasible nodes, then until it has room for one more name only.
+    let mut unknown = 0;
+    let mut filter_unknown = |component: &mut ComponentEngine, n: usize| {
+        for _ in 0..n {
+            let gone = component.filter(&format!("gone-{unknown}"));
+            assert!(gone.reason.contains("not found"), "{gone}");
+            unknown += 1;
+        }
+    };
+    filter_unknown(&mut component, 65_536 - cluster.nodes.len() + 1);
+    filter_unknown(&mut component, 65_536 - 1 - 1);
+    assert!(component.prescore(&feasible).is_success());
+    let scores: Vec<_> = feasible.iter().map(|n| component.score(n)).collect();
+    assert_eq!(scores, expected, "scores across the bound");
+    // A list longer than the table: PreScore by name (here refused: unknown nodes in it).
+    let mut long = feasible.clone();
+    long.extend((0..65_537).map(|i| format!("gone-{i}")));
+    let refused = component.prescore(&long);
+    assert_eq!(refused.code, Code::Error, "{refused}");
+    assert!(refused.reason.contains("did not pass filter"), "{refused}");
     Ok(())
 }
 
