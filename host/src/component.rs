@@ -145,15 +145,23 @@ impl Live {
         if let Some((key, &index)) = self.nodes.get_key_value(name) {
             return Ok((index, Arc::clone(key)));
         }
-        let nodes = self.plugin.sharing_affinity_plugin_nodes();
         if self.nodes.len() >= MAX_NODE_INDEXES {
-            nodes.call_forget(&mut self.store)?;
-            self.nodes.clear();
+            self.forget()?;
         }
+        let nodes = self.plugin.sharing_affinity_plugin_nodes();
         let index = nodes.call_index(&mut self.store, name)?;
         let key: Arc<str> = Arc::from(name);
         self.nodes.insert(Arc::clone(&key), index);
         Ok((index, key))
+    }
+
+    /// Empties the guest's table of node names (`nodes.forget`) and the indexes kept here.
+    fn forget(&mut self) -> Result<()> {
+        self.plugin
+            .sharing_affinity_plugin_nodes()
+            .call_forget(&mut self.store)?;
+        self.nodes.clear();
+        Ok(())
     }
 
     /// Filter through the node's index: the status (with the reason when it is not a success),
@@ -181,10 +189,7 @@ impl Live {
         // Every index of the call must come from one table: when the names could fill it, it
         // is emptied first, so that indexing them cannot empty it half-way through the list.
         if self.nodes.len() + names.len() > MAX_NODE_INDEXES {
-            self.plugin
-                .sharing_affinity_plugin_nodes()
-                .call_forget(&mut self.store)?;
-            self.nodes.clear();
+            self.forget()?;
         }
         let mut indexes = Vec::with_capacity(names.len());
         let mut keys = Vec::with_capacity(names.len());
@@ -344,13 +349,7 @@ impl ComponentEngine {
     /// Empties the guest's table of node names (`nodes.forget`) and the engine's indexes, as the
     /// engine does past 65,536 names; later calls index the names again.
     pub fn forget_node_indexes(&mut self) -> Result<(), CoreStatus> {
-        self.call("forget", |l| {
-            l.plugin
-                .sharing_affinity_plugin_nodes()
-                .call_forget(&mut l.store)?;
-            l.nodes.clear();
-            Ok(())
-        })
+        self.call("forget", Live::forget)
     }
 
     /// Score through the world's name-based `score` export; for comparing with [`Engine::score`].

@@ -547,7 +547,12 @@ fn prescore_at_index_bound() -> Result<(), Failed> {
     long.extend((0..65_537).map(|i| format!("gone-{i}")));
     let refused = component.prescore(&long);
     assert_eq!(refused.code, Code::Error, "{refused}");
-    assert!(refused.reason.contains("did not pass filter"), "{refused}");
+    assert!(
+        refused
+            .reason
+            .contains("prescore names node gone-0, which did not pass filter"),
+        "the first unknown name of the list: {refused}"
+    );
     Ok(())
 }
 

@@ -483,7 +483,7 @@ impl Plugin {
     /// which [`Plugin::score`] normalises. Every node named must have passed this plugin's Filter.
     pub fn prescore<S: AsRef<str>>(&mut self, nodes: &[S]) -> Status {
         match self.prescore_ranks(nodes) {
-            Ok(_) => Status::success(),
+            Ok(..) => Status::success(),
             Err(s) => s,
         }
     }
@@ -492,21 +492,16 @@ impl Plugin {
     /// the scores in the order of `nodes`, or PreScore's status when it fails (after a PreScore
     /// that succeeded, Score succeeds on every node it named).
     pub fn prescore_scores<S: AsRef<str>>(&mut self, nodes: &[S]) -> Result<Vec<u32>, Status> {
-        let ranks = self.prescore_ranks(nodes)?;
+        let (ranks, min, max) = self.prescore_ranks(nodes)?;
         if !self.config.consolidate {
             return Ok(vec![0; ranks.len()]);
         }
-        let (min, max) = self
-            .cycle
-            .as_ref()
-            .and_then(|c| c.scoring.as_ref())
-            .map(|s| (s.min, s.max))
-            .ok_or_else(|| Status::error("internal: prescore left no score range"))?;
         Ok(ranks.into_iter().map(|r| normalize(r, min, max)).collect())
     }
 
-    /// PreScore: the ranks of `nodes`, in order.
-    fn prescore_ranks<S: AsRef<str>>(&mut self, nodes: &[S]) -> Result<Vec<u32>, Status> {
+    /// PreScore: the ranks of `nodes`, in order, with the lowest and highest of them (the range
+    /// Score normalises over).
+    fn prescore_ranks<S: AsRef<str>>(&mut self, nodes: &[S]) -> Result<(Vec<u32>, u32, u32), Status> {
         let Some(cycle) = self.cycle.as_mut() else {
             return Err(Status::error("prescore called before prefilter"));
         };
@@ -534,12 +529,14 @@ impl Plugin {
                 r.named = true;
             }
         }
+        let min = ranks.iter().copied().min().unwrap_or(0);
+        let max = ranks.iter().copied().max().unwrap_or(0);
         cycle.scoring = Some(Scoring {
             named: true,
-            min: ranks.iter().copied().min().unwrap_or(0),
-            max: ranks.iter().copied().max().unwrap_or(0),
+            min,
+            max,
         });
-        Ok(ranks)
+        Ok((ranks, min, max))
     }
 
     /// The raw sharing-affinity rank of a node that passed Filter in the current cycle (before
