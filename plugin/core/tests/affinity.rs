@@ -8,7 +8,8 @@ use serde_json::{Value, json};
 use sharing_affinity_core::Code;
 use sharing_affinity_core::affinity::LockState;
 use sharing_affinity_core::index::DeviceKey;
-use sharing_affinity_core::plugin::{EventKind, Plugin};
+use sharing_affinity_core::plugin::{EventKind, NodeMemo, Plugin};
+use std::cell::Cell;
 
 const SUBNET: &str = "object.kind == \"NICConfig\" ? object.subnet : \"\"";
 const PKEY: &str = "object.kind == \"NICConfig\" ? object.pkey : \"\"";
@@ -1044,12 +1045,32 @@ fn prescore_scores_is_prescore_then_score_on_each_node() {
         .to_string();
         let mut one = plugin(&config, &objects);
         let mut two = plugin(&config, &objects);
-        for p in [&mut one, &mut two] {
+        // The same through memos of the names, kept from list to list.
+        let mut three = plugin(&config, &objects);
+        let memos: Vec<(&str, Cell<NodeMemo>)> = ["n1", "n2", "n3", "n9"]
+            .into_iter()
+            .map(|n| (n, Cell::default()))
+            .collect();
+        let remembered = |nodes: &[&str]| -> Vec<(&str, &Cell<NodeMemo>)> {
+            nodes
+                .iter()
+                .map(|n| {
+                    let (name, memo) = memos.iter().find(|(m, _)| m == n).unwrap();
+                    (*name, memo)
+                })
+                .collect()
+        };
+        for p in [&mut one, &mut two, &mut three] {
             add_pod(p, "a", nic_claim("ca", "x"));
             filter_all(p, "a", &["n1", "n2", "n3"]);
         }
         for nodes in lists {
             let batch = one.prescore_scores(nodes);
+            assert_eq!(
+                three.prescore_scores_remembered(&remembered(nodes)),
+                batch,
+                "{nodes:?}"
+            );
             assert!(two.prescore(nodes).is_success());
             let each: Vec<u32> = nodes.iter().map(|n| two.score(n).unwrap()).collect();
             assert_eq!(batch, Ok(each), "consolidate {consolidate}, {nodes:?}");
@@ -1060,6 +1081,10 @@ fn prescore_scores_is_prescore_then_score_on_each_node() {
         }
         let failed = one.prescore_scores(&["n2", "n9"]).unwrap_err();
         assert_eq!(failed, two.prescore(&["n2", "n9"]));
+        assert_eq!(
+            three.prescore_scores_remembered(&remembered(&["n2", "n9"])),
+            Err(failed.clone())
+        );
         assert!(
             failed.reason.contains("n9, which did not pass filter"),
             "{failed}"

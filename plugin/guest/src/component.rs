@@ -5,10 +5,10 @@
 //! here. The plugin lives in a thread-local slot that `configure` fills; every other export answers
 //! with an `error` status (or error entries) until then, never with a trap.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 
 use sharing_affinity_core::model::{AllocationResult, DeviceRequestAllocationResult};
-use sharing_affinity_core::plugin::{self as core_plugin, Plugin};
+use sharing_affinity_core::plugin::{self as core_plugin, NodeMemo, Plugin};
 use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
 
 wit_bindgen::generate!({
@@ -115,17 +115,23 @@ impl Guest for Component {
     }
 }
 
-/// The `nodes` interface's table of node names: an index per name, given on first use.
+/// The `nodes` interface's table of node names: an index per name, given on first use, with
+/// where the plugin last found the name (so that Filter by index skips the name's lookup).
 #[derive(Default)]
 struct NodeNames {
-    names: Vec<String>,
+    names: Vec<(String, Cell<NodeMemo>)>,
     indexes: std::collections::HashMap<String, u32>,
 }
 
-/// Runs `f` on the name at `index`, or returns an `error` status naming the bad index.
-fn with_node_name<T>(index: u32, unknown: impl FnOnce(Status) -> T, f: impl FnOnce(&str) -> T) -> T {
+/// Runs `f` on the name at `index` and its memo, or returns an `error` status naming the bad
+/// index.
+fn with_node_name<T>(
+    index: u32,
+    unknown: impl FnOnce(Status) -> T,
+    f: impl FnOnce(&str, &Cell<NodeMemo>) -> T,
+) -> T {
     NODE_NAMES.with(|t| match t.borrow().names.get(index as usize) {
-        Some(name) => f(name),
+        Some((name, memo)) => f(name, memo),
         None => unknown(unknown_index(index)),
     })
 }
@@ -146,7 +152,7 @@ impl nodes::Guest for Component {
                 return i;
             }
             let i = index_u32(t.names.len());
-            t.names.push(name.clone());
+            t.names.push((name.clone(), Cell::default()));
             t.indexes.insert(name, i);
             i
         })
@@ -160,13 +166,20 @@ impl nodes::Guest for Component {
         let s = with_node_name(
             node,
             |s| s,
-            |name| with_plugin(not_configured, |plugin| status(plugin.filter(name))),
+            |name, memo| {
+                with_plugin(not_configured, |plugin| {
+                    let mut m = memo.get();
+                    let s = plugin.filter_remembered(name, &mut m);
+                    memo.set(m);
+                    status(s)
+                })
+            },
         );
         code_keeping_reason(s)
     }
 
     fn score(node: u32) -> Result<u32, Code> {
-        let r = with_node_name(node, Err, |name| {
+        let r = with_node_name(node, Err, |name, _| {
             with_plugin(
                 || Err(not_configured()),
                 |plugin| plugin.score(name).map_err(status),
@@ -189,13 +202,13 @@ impl nodes::Guest for Component {
                 .map(|&i| {
                     t.names
                         .get(i as usize)
-                        .map(String::as_str)
+                        .map(|(name, memo)| (name.as_str(), memo))
                         .ok_or_else(|| unknown_index(i))
                 })
-                .collect::<Result<Vec<&str>, Status>>()?;
+                .collect::<Result<Vec<_>, Status>>()?;
             with_plugin(
                 || Err(not_configured()),
-                |plugin| plugin.prescore_scores(&names).map_err(status),
+                |plugin| plugin.prescore_scores_remembered(&names).map_err(status),
             )
         });
         match r {

@@ -234,7 +234,7 @@ pub struct CycleCache {
     wanted: std::cell::RefCell<WantedMap>,
     /// A request's compiled class and request selectors per (claim slot, request, subrequest).
     selectors: std::cell::RefCell<FxHashMap<CacheKey, std::sync::Arc<[ReqSelector]>>>,
-    /// The per-call buffers the last call left behind.
+    /// The per-call buffers, borrowed by one allocation call at a time and left empty.
     scratch: std::cell::RefCell<Scratch>,
     /// The prepared requests of the cycle's claims (see [`Allocator::prepare`]).
     reqs: std::cell::RefCell<Option<std::sync::Arc<Reqs>>>,
@@ -385,7 +385,7 @@ pub fn candidates(index: &Index, pools: &[NodePool]) -> std::sync::Arc<[DevIdx]>
 
 /// Allocates all claims on the node. See the module docs.
 pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
-    let mut a = Allocator::new(input, Allocator::cached_reqs(input));
+    let mut a = Allocator::new(input, Allocator::cached_reqs(input), Allocator::scratch(input)?);
     a.prepare()?;
     let done = match a.allocate_one(Pos::default(), false, 0) {
         Ok(done) => done,
@@ -423,7 +423,7 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
 /// Builds the API results of an [`Allocation`] that [`allocate`] returned for the same input
 /// (the same claims, classes and node): device results, configs, node selector.
 pub fn materialize(input: &Input<'_>, allocation: &Allocation) -> Result<Vec<ClaimResult>, String> {
-    let mut a = Allocator::new(input, Allocator::cached_reqs(input));
+    let mut a = Allocator::new(input, Allocator::cached_reqs(input), Allocator::scratch(input)?);
     a.prepare()?;
     if a.reqs.len() != allocation.results.len() {
         return Err(format!(
@@ -593,18 +593,15 @@ struct Allocator<'a> {
     constraints: Vec<Vec<Constraint>>,
     results: Results,
     counters: CounterState,
-    /// The call's own state, in buffers taken over from the previous call of the cycle.
-    scratch: Scratch,
+    /// The call's own state, in the cycle's buffers (borrowed for the call, emptied when it
+    /// ends: the next call of the cycle finds them empty, with their capacity).
+    scratch: std::cell::RefMut<'a, Scratch>,
 }
 
 impl Drop for Allocator<'_> {
-    /// Hands the call's buffers, emptied, to the next call of the cycle.
+    /// Empties the call's buffers for the next call of the cycle.
     fn drop(&mut self) {
-        let Ok(mut s) = self.input.cycle_cache.scratch.try_borrow_mut() else {
-            return;
-        };
         self.scratch.clear();
-        std::mem::swap(&mut *s, &mut self.scratch);
     }
 }
 

@@ -18,17 +18,14 @@ use crate::quantity::Quantity;
 
 impl<'a> Allocator<'a> {
     /// An allocator for `input` with the requests the cycle prepared before (`reqs`; `None`:
-    /// prepared by [`Allocator::prepare`]). Kept apart from the fallible preparation so that the
-    /// allocator (about 1 KB) is built in its final place instead of being copied out of a
-    /// `Result`.
-    pub(super) fn new(input: &'a Input<'a>, reqs: Option<Arc<Reqs>>) -> Self {
-        // Buffers the previous call of the cycle left (empty); returned when this one ends.
-        let scratch = input
-            .cycle_cache
-            .scratch
-            .try_borrow_mut()
-            .map(|mut s| std::mem::take(&mut *s))
-            .unwrap_or_default();
+    /// prepared by [`Allocator::prepare`]), working in the cycle's buffers (`scratch`, from
+    /// [`Allocator::scratch`]). Kept apart from the fallible preparation so that the allocator
+    /// (about 1 KB) is built in its final place instead of being copied out of a `Result`.
+    pub(super) fn new(
+        input: &'a Input<'a>,
+        reqs: Option<Arc<Reqs>>,
+        scratch: std::cell::RefMut<'a, super::Scratch>,
+    ) -> Self {
         Allocator {
             input,
             cands: input.candidates.clone(),
@@ -39,6 +36,16 @@ impl<'a> Allocator<'a> {
             counters: CounterState::default(),
             scratch,
         }
+    }
+
+    /// The cycle's buffers for one allocation call. Calls do not nest: buffers already
+    /// borrowed are an internal error.
+    pub(super) fn scratch(input: &'a Input<'a>) -> Result<std::cell::RefMut<'a, super::Scratch>, String> {
+        input
+            .cycle_cache
+            .scratch
+            .try_borrow_mut()
+            .map_err(|_| "internal: an allocation call inside another".to_string())
     }
 
     /// The requests an earlier call of the cycle prepared for the same claims, if any.

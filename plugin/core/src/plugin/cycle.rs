@@ -3,7 +3,7 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
-use super::{ClaimAllocation, Cycle, CycleClaim, NodeResult, Plugin, Reservation, Scoring};
+use super::{ClaimAllocation, Cycle, CycleClaim, NodeMemo, NodeResult, Plugin, Reservation, Scoring};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult};
 use crate::cel::CelCache;
@@ -20,8 +20,8 @@ use crate::status::Status;
 
 impl Cycle {
     /// Whether a pending claim is a KEP-5004 special claim (its requests may vary per node).
-    fn any_extended(&self) -> bool {
-        self.pending.iter().any(|&i| !self.claims[i].extended.is_empty())
+    fn any_extended(claims: &[CycleClaim], pending: &[usize]) -> bool {
+        pending.iter().any(|&i| !claims[i].extended.is_empty())
     }
 
     /// Per pending claim: the affinity outcomes of the node's variant's kept requests (`None`:
@@ -57,6 +57,20 @@ impl Cycle {
         variants: &'c [Option<super::extended::NodeVariant>],
         trimmed: &'c [Option<ClaimAffinity>],
     ) -> smallvec::SmallVec<[ClaimInput<'c>; 2]> {
+        if variants.is_empty() {
+            // No node variant (the common case): every pending claim as PreFilter resolved it.
+            return self
+                .pending
+                .iter()
+                .enumerate()
+                .map(|(n, &i)| ClaimInput {
+                    key: &self.claims[i].key,
+                    claim: &self.claims[i].claim,
+                    affinity: &self.affinity[n],
+                    slot: Some(n),
+                })
+                .collect();
+        }
         self.pending
             .iter()
             .enumerate()
@@ -104,6 +118,7 @@ impl Plugin {
                     claims: Vec::new(),
                     pending: Vec::new(),
                     affinity: Vec::new(),
+                    extended: false,
                     nodes: crate::FxHashMap::default(),
                     scoring: None,
                     cache: Default::default(),
@@ -249,6 +264,7 @@ impl Plugin {
         Ok(Cycle {
             pod: pod_key.to_string(),
             status: Status::success(),
+            extended: Cycle::any_extended(&claims, &pending),
             claims,
             pending,
             affinity,
@@ -268,11 +284,29 @@ impl Plugin {
 
     /// Filter for one node of the current cycle.
     pub fn filter(&mut self, node_name: &str) -> Status {
-        let node = self.nodes.get(node_name);
-        let result = self.compute(node, node_name);
-        let status = result.status.clone();
+        let node = self.nodes.get(node_name).map(|(id, _)| id);
+        self.filter_found(node, node_name)
+    }
+
+    /// [`Plugin::filter`] for a caller that filters the same node names again and keeps a
+    /// [`NodeMemo`] per name: the name is looked up only when nodes were added since
+    /// `memo` was last used (with the same name).
+    pub fn filter_remembered(&mut self, node_name: &str, memo: &mut NodeMemo) -> Status {
+        let node = self.nodes.get_remembered(node_name, memo).map(|(id, _)| id);
+        self.filter_found(node, node_name)
+    }
+
+    /// Filter for the node named `node_name`, found under id `node` (`None`: not known).
+    fn filter_found(&mut self, node: Option<u32>, node_name: &str) -> Status {
+        let result = self.compute(node.and_then(|id| self.nodes.by_id(id)), node_name);
+        // A success has no reason: nothing to copy.
+        let status = if result.status.reason.is_empty() {
+            Status::new(result.status.code, String::new())
+        } else {
+            result.status.clone()
+        };
         // A node the plugin does not know is not recorded: Score and Reserve name it themselves.
-        if let Some((id, _)) = node
+        if let Some(id) = node
             && let Some(c) = &mut self.cycle
         {
             // A node Filtered again keeps its place among the nodes PreScore named.
@@ -359,7 +393,7 @@ impl Plugin {
         // KEP-5004: the special claim without the resources this node serves through a device
         // plugin; a claim left with no request is not allocated on this node. Without such a
         // claim in the cycle nothing varies per node (`variants` stays empty).
-        let variants: Vec<Option<super::extended::NodeVariant>> = if cycle.any_extended() {
+        let variants: Vec<Option<super::extended::NodeVariant>> = if cycle.extended {
             cycle
                 .pending
                 .iter()
@@ -482,7 +516,8 @@ impl Plugin {
     /// PreScore: the feasible nodes of the cycle (those that passed every Filter plugin), over
     /// which [`Plugin::score`] normalises. Every node named must have passed this plugin's Filter.
     pub fn prescore<S: AsRef<str>>(&mut self, nodes: &[S]) -> Status {
-        match self.prescore_ranks(nodes) {
+        let ids = nodes.iter().map(|n| self.nodes.id(n.as_ref())).collect();
+        match self.prescore_ranks(ids, |i| nodes[i].as_ref()) {
             Ok(..) => Status::success(),
             Err(s) => s,
         }
@@ -492,31 +527,61 @@ impl Plugin {
     /// the scores in the order of `nodes`, or PreScore's status when it fails (after a PreScore
     /// that succeeded, Score succeeds on every node it named).
     pub fn prescore_scores<S: AsRef<str>>(&mut self, nodes: &[S]) -> Result<Vec<u32>, Status> {
-        let (ranks, min, max) = self.prescore_ranks(nodes)?;
+        let ids = nodes.iter().map(|n| self.nodes.id(n.as_ref())).collect();
+        self.scores_of(ids, |i| nodes[i].as_ref())
+    }
+
+    /// [`Plugin::prescore_scores`] for a caller that keeps a [`NodeMemo`] per node name, as
+    /// [`Plugin::filter_remembered`] does: each name is looked up only when nodes were added
+    /// since its memo was last used.
+    pub fn prescore_scores_remembered(
+        &mut self,
+        nodes: &[(&str, &std::cell::Cell<NodeMemo>)],
+    ) -> Result<Vec<u32>, Status> {
+        let ids = nodes
+            .iter()
+            .map(|(name, memo)| {
+                let mut m = memo.get();
+                let id = self.nodes.get_remembered(name, &mut m).map(|(id, _)| id);
+                memo.set(m);
+                id
+            })
+            .collect();
+        self.scores_of(ids, |i| nodes[i].0)
+    }
+
+    /// The scores of [`Plugin::prescore_scores`] for the nodes with `ids` (`None`: not known),
+    /// named by `name` in errors.
+    fn scores_of<'n>(
+        &mut self,
+        ids: Vec<Option<u32>>,
+        name: impl Fn(usize) -> &'n str,
+    ) -> Result<Vec<u32>, Status> {
+        let (ranks, min, max) = self.prescore_ranks(ids, name)?;
         if !self.config.consolidate {
             return Ok(vec![0; ranks.len()]);
         }
         Ok(ranks.into_iter().map(|r| normalize(r, min, max)).collect())
     }
 
-    /// PreScore: the ranks of `nodes`, in order, with the lowest and highest of them (the range
-    /// Score normalises over).
-    fn prescore_ranks<S: AsRef<str>>(&mut self, nodes: &[S]) -> Result<(Vec<u32>, u32, u32), Status> {
+    /// PreScore: the ranks of the nodes with `ids` (`None`: not known; `name` names them in
+    /// errors), in order, with the lowest and highest of them (the range Score normalises over).
+    fn prescore_ranks<'n>(
+        &mut self,
+        ids: Vec<Option<u32>>,
+        name: impl Fn(usize) -> &'n str,
+    ) -> Result<(Vec<u32>, u32, u32), Status> {
         let Some(cycle) = self.cycle.as_mut() else {
             return Err(Status::error("prescore called before prefilter"));
         };
-        let ids: Vec<Option<u32>> = nodes
-            .iter()
-            .map(|n| self.nodes.get(n.as_ref()).map(|(id, _)| id))
-            .collect();
-        let mut ranks = Vec::with_capacity(nodes.len());
-        for (n, id) in nodes.iter().zip(&ids) {
+        let mut ranks = Vec::with_capacity(ids.len());
+        for (i, id) in ids.iter().enumerate() {
             match id.and_then(|id| cycle.nodes.get(&id)) {
                 Some(r) if r.status.is_success() => ranks.push(r.rank),
                 _ => {
                     return Err(Status::error(format!(
                         "prescore names node {}, which did not pass filter in this cycle",
-                        n.as_ref()
+                        name(i)
                     )));
                 }
             }

@@ -77,24 +77,39 @@ struct Holder {
 type HolderKey = (String, String);
 
 /// The stored Nodes by name, each with a dense id that the per-node state indexes by
-/// ([`Derived::node_pools`], a cycle's results): a Filter call looks its node's name up once.
-/// A node keeps its id while it exists; a deleted node's id is handed out again. Names are
-/// compared with [`crate::bytes_eq`] (a `HashTable` lets the lookup choose its comparison; a
-/// `HashMap<String, _>` compares with `memcmp`, one byte per iteration in the wasm guests).
+/// ([`Derived::node_pools`], a cycle's results): a Filter call looks its node's name up once,
+/// or not at all when its caller remembers the id ([`NodeMemo`]). A node keeps its id while it
+/// exists; a deleted node's id is handed out again. Names are compared with [`crate::bytes_eq`]
+/// (a `HashTable` lets the lookup choose its comparison; a `HashMap<String, _>` compares with
+/// `memcmp`, one byte per iteration in the wasm guests).
 #[derive(Default)]
 struct Nodes {
-    by_name: hashbrown::HashTable<StoredNode>,
+    /// The ids, found by the name of the node in `slots`.
+    by_name: hashbrown::HashTable<u32>,
+    /// By id: the node, or `None` for a free id.
+    slots: Vec<Option<StoredNode>>,
     /// Ids of deleted nodes, to hand out again.
     free: Vec<u32>,
+    /// Changes when a node is added (a replaced node keeps its id; a deleted node's id is free
+    /// until an added node takes it): a [`NodeMemo`] of another generation is looked up again
+    /// ([`Nodes::changed`]).
+    generation: u64,
     /// The nodes' statuses, one copy of each ([`shared`]).
     statuses: NodeStatuses,
 }
 
 struct StoredNode {
     name: Box<str>,
-    id: u32,
     node: Box<Node>,
 }
+
+/// Where [`Plugin::filter_remembered`] found a node name in the plugin's table of nodes, kept by
+/// a caller that filters the same names in cycle after cycle (the component guest keeps one per
+/// entry of its table of node indexes): while no node is added or deleted, the next call skips
+/// the name's lookup. A memo is only valid for the name it was used with; a new memo
+/// ([`NodeMemo::default`]) knows nothing.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct NodeMemo(Option<(u64, Option<u32>)>);
 
 impl Nodes {
     fn hash(name: &str) -> u64 {
@@ -102,47 +117,109 @@ impl Nodes {
         rustc_hash::FxBuildHasher.hash_one(name)
     }
 
-    fn is(name: &str) -> impl Fn(&StoredNode) -> bool + '_ {
-        move |n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes())
+    /// The node stored under `id`.
+    fn slot(&self, id: u32) -> Option<&StoredNode> {
+        self.slots.get(id as usize).and_then(Option::as_ref)
+    }
+
+    /// The id of the node named `name`.
+    fn id(&self, name: &str) -> Option<u32> {
+        let is = |&id: &u32| {
+            self.slot(id)
+                .is_some_and(|n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes()))
+        };
+        self.by_name.find(Self::hash(name), is).copied()
+    }
+
+    /// The node stored under `id`, with its id.
+    fn by_id(&self, id: u32) -> Option<(u32, &Node)> {
+        self.slot(id).map(|n| (id, &*n.node))
     }
 
     /// The node's id and object.
     fn get(&self, name: &str) -> Option<(u32, &Node)> {
-        self.by_name
-            .find(Self::hash(name), Self::is(name))
-            .map(|n| (n.id, &*n.node))
+        self.id(name).and_then(|id| self.by_id(id))
+    }
+
+    /// [`Nodes::get`] through a memo of an earlier lookup of the same name, which is refreshed
+    /// when nodes were added or deleted since.
+    fn get_remembered(&self, name: &str, memo: &mut NodeMemo) -> Option<(u32, &Node)> {
+        let id = match memo.0 {
+            Some((generation, id)) if generation == self.generation => id,
+            _ => {
+                let id = self.id(name);
+                *memo = NodeMemo(Some((self.generation, id)));
+                id
+            }
+        };
+        id.and_then(|id| self.by_id(id))
     }
 
     /// Stores a node (replacing one of the same name, whose id it keeps) and returns its id.
     fn insert(&mut self, name: String, mut node: Box<Node>) -> u32 {
         self.statuses.share(&mut node.status);
-        let hash = Self::hash(&name);
-        if let Some(slot) = self.by_name.find_mut(hash, Self::is(&name)) {
+        if let Some(id) = self.id(&name)
+            && let Some(Some(slot)) = self.slots.get_mut(id as usize)
+        {
             slot.node = node;
-            return slot.id;
+            return id;
         }
         // Without a free id, every id below the number of nodes is taken.
         let id = self
             .free
             .pop()
-            .unwrap_or_else(|| u32::try_from(self.by_name.len()).unwrap_or(u32::MAX));
-        let name = name.into_boxed_str();
-        self.by_name
-            .insert_unique(hash, StoredNode { name, id, node }, |n| Self::hash(&n.name));
+            .unwrap_or_else(|| u32::try_from(self.slots.len()).unwrap_or(u32::MAX));
+        let stored = StoredNode {
+            name: name.into_boxed_str(),
+            node,
+        };
+        let hash = Self::hash(&stored.name);
+        if self.slots.len() <= id as usize {
+            self.slots.resize_with(id as usize + 1, || None);
+        }
+        self.slots[id as usize] = Some(stored);
+        let slots = &self.slots;
+        self.by_name.insert_unique(hash, id, |&i| {
+            Self::hash(
+                slots
+                    .get(i as usize)
+                    .and_then(Option::as_ref)
+                    .map_or("", |n| &*n.name),
+            )
+        });
+        self.changed();
         id
     }
 
     /// Deletes a node; its id, if it existed.
     fn remove(&mut self, name: &str) -> Option<u32> {
-        let entry = self.by_name.find_entry(Self::hash(name), Self::is(name)).ok()?;
-        let (StoredNode { id, .. }, _) = entry.remove();
+        let slots = &self.slots;
+        let is = |&id: &u32| {
+            slots
+                .get(id as usize)
+                .and_then(Option::as_ref)
+                .is_some_and(|n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes()))
+        };
+        let entry = self.by_name.find_entry(Self::hash(name), is).ok()?;
+        let (id, _) = entry.remove();
+        self.slots[id as usize] = None;
+        // No new generation: a memo of this name finds the id free, which is "not found"; the
+        // id's next node is an insert, which starts one.
         self.free.push(id);
         Some(id)
     }
 
+    /// Records a change of the name-to-id mapping. Generations are unique in the process, so a
+    /// memo made by another plugin (a guest configured again keeps its table of node indexes)
+    /// never matches; 0 is the generation of a table that never changed, which holds no node.
+    fn changed(&mut self) {
+        static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+        self.generation = NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// The names of the stored nodes (in no order).
     fn names(&self) -> impl Iterator<Item = &str> {
-        self.by_name.iter().map(|n| &*n.name)
+        self.slots.iter().flatten().map(|n| &*n.name)
     }
 
     fn len(&self) -> usize {
@@ -201,6 +278,8 @@ struct Cycle {
     /// Indexes into `claims` of the claims that need allocation.
     pending: Vec<usize>,
     affinity: Vec<ClaimAffinity>,
+    /// Whether a pending claim is the KEP-5004 special claim (whose requests vary per node).
+    extended: bool,
     /// Filter's results by node id ([`Nodes`]).
     nodes: crate::FxHashMap<u32, NodeResult>,
     /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
