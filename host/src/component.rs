@@ -131,9 +131,6 @@ struct Live {
 /// cycle's lists of nodes, which keep it without a copy per call.
 type NodeIndexes = std::collections::HashMap<Arc<str>, u32, rustc_hash::FxBuildHasher>;
 
-/// Scores by node name, hashed with Fx.
-type Scores = std::collections::HashMap<Arc<str>, u32, rustc_hash::FxBuildHasher>;
-
 /// At most this many node names are indexed per instance; past it the guest's table is emptied
 /// (`nodes.forget`) and names are indexed again as nodes are called (a bound on what nodes that
 /// left the cluster can hold).
@@ -200,10 +197,18 @@ impl Live {
         }
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         match nodes.call_scores(&mut self.store, &indexes)? {
-            Ok(scores) if scores.len() == keys.len() => Ok(Ok(Some(Scored {
-                scores: keys.iter().cloned().zip(scores).collect(),
-                nodes: keys,
-            }))),
+            Ok(scores) if scores.len() == keys.len() => {
+                let mut positions = vec![0; indexes.iter().max().map_or(0, |&i| i as usize + 1)];
+                for (p, &i) in indexes.iter().enumerate() {
+                    // Positions fit: the list is at most MAX_NODE_INDEXES long.
+                    positions[i as usize] = u32::try_from(p + 1).unwrap_or(u32::MAX);
+                }
+                Ok(Ok(Some(Scored {
+                    nodes: keys,
+                    scores,
+                    positions,
+                })))
+            }
             Ok(scores) => Ok(Err(bindings::Status {
                 code: Code::Error,
                 reason: format!(
@@ -263,8 +268,24 @@ struct Cycle {
 
 /// The nodes a `prescore` named, and the scores `nodes.scores` gave them.
 struct Scored {
+    /// The nodes in PreScore's order (duplicates kept: a restore sends the same list again).
     nodes: Vec<Arc<str>>,
-    scores: Scores,
+    /// Their scores, in the same order.
+    scores: Vec<u32>,
+    /// By node index of the table the scores were asked with: the position in `nodes`, plus
+    /// one (0: not named). Score checks the name found there, so that indexes given again after
+    /// the table was emptied ([`Live::forget`]) never answer with another node's score.
+    positions: Vec<u32>,
+}
+
+impl Scored {
+    /// The score of the node named `name`, whose index in the instance's table is `index`.
+    fn get(&self, name: &str, index: u32) -> Option<u32> {
+        let p = (*self.positions.get(index as usize)? as usize).checked_sub(1)?;
+        (self.nodes.get(p).map(|n| &**n) == Some(name))
+            .then(|| self.scores.get(p).copied())
+            .flatten()
+    }
 }
 
 /// One plugin instance in wasmtime, driven through [`Engine`].
@@ -431,7 +452,7 @@ impl ComponentEngine {
                 }
             }
         }
-        if let Some(cycle) = &self.cycle {
+        if let Some(cycle) = &mut self.cycle {
             live.store.set_epoch_deadline(limits.deadline_ticks());
             let status = live
                 .plugin
@@ -446,11 +467,12 @@ impl ComponentEngine {
                     .map_err(|e| trap_error(e, &limits))?;
                 expect_success(status, || format!("filter of pod {} on node {node}", cycle.pod))?;
             }
-            if let Some(scored) = &cycle.scored {
+            if let Some(scored) = &mut cycle.scored {
                 live.store.set_epoch_deadline(limits.deadline_ticks());
                 let again = live.scores(&scored.nodes).map_err(|e| trap_error(e, &limits))?;
                 match again {
-                    Ok(Some(again)) if again.scores == scored.scores => {}
+                    // The same scores, under the new instance's indexes.
+                    Ok(Some(again)) if again.scores == scored.scores => *scored = again,
                     Ok(_) => bail!("prescore of pod {}: the scores differ from before", cycle.pod),
                     Err(status) => expect_success(status, || format!("prescore of pod {}", cycle.pod))?,
                 }
@@ -589,11 +611,9 @@ impl Engine for ComponentEngine {
     }
 
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
-        if let Some(&score) = self
-            .cycle
-            .as_ref()
-            .and_then(|c| c.scored.as_ref())
-            .and_then(|s| s.scores.get(node))
+        if let Some(scored) = self.cycle.as_ref().and_then(|c| c.scored.as_ref())
+            && let Some(&index) = self.live.as_ref().and_then(|l| l.nodes.get(node))
+            && let Some(score) = scored.get(node, index)
         {
             return Ok(score);
         }

@@ -513,6 +513,18 @@ fn prescore_scores() -> Result<(), Failed> {
     // The whole list again.
     both(&mut native, &mut component, &feasible);
     assert_eq!(scores(&mut component, &feasible), whole);
+    // The table of node indexes emptied after PreScore: the names get other indexes as Score
+    // asks for them (here in reverse order), and an index the PreScore list gave another node
+    // must not answer with that node's score (the scores differ between nodes).
+    assert!(
+        whole.iter().any(|s| *s != whole[0]),
+        "scores that tell nodes apart: {whole:?}"
+    );
+    component.forget_node_indexes().map_err(|s| s.reason)?;
+    let reversed: Vec<String> = feasible.iter().rev().cloned().collect();
+    let expected: Vec<_> = whole.iter().rev().cloned().collect();
+    assert_eq!(scores(&mut component, &reversed), expected, "indexed again");
+    assert_eq!(scores(&mut component, &reversed), expected, "by the new indexes");
     // A node filtered again after PreScore: Score asks the guest, as the native engine decides.
     assert!(native.filter(&feasible[0]).is_success());
     assert!(component.filter(&feasible[0]).is_success());
