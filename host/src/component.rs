@@ -273,16 +273,22 @@ struct Scored {
     /// Their scores, in the same order.
     scores: Vec<u32>,
     /// By node index of the table the scores were asked with: the position in `nodes`, plus
-    /// one (0: not named). Score checks the name found there, so that indexes given again after
-    /// the table was emptied ([`Live::forget`]) never answer with another node's score.
+    /// one (0: not named). Score checks the name found there ([`Scored::get`]), so that indexes
+    /// given again after the table was emptied ([`Live::forget`]) never answer with another
+    /// node's score.
     positions: Vec<u32>,
 }
 
 impl Scored {
-    /// The score of the node named `name`, whose index in the instance's table is `index`.
-    fn get(&self, name: &str, index: u32) -> Option<u32> {
+    /// The score of the node whose name is `key` in the instance's table, at `index` there. The
+    /// name is compared by address: the table's names are shared with `nodes`, and a name this
+    /// list holds cannot be freed, so its address is never another name's; a name indexed again
+    /// after the table was emptied is a new allocation and goes to the guest.
+    fn get(&self, key: &Arc<str>, index: u32) -> Option<u32> {
         let p = (*self.positions.get(index as usize)? as usize).checked_sub(1)?;
-        (self.nodes.get(p).map(|n| &**n) == Some(name))
+        self.nodes
+            .get(p)
+            .is_some_and(|n| Arc::ptr_eq(n, key))
             .then(|| self.scores.get(p).copied())
             .flatten()
     }
@@ -612,8 +618,8 @@ impl Engine for ComponentEngine {
 
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
         if let Some(scored) = self.cycle.as_ref().and_then(|c| c.scored.as_ref())
-            && let Some(&index) = self.live.as_ref().and_then(|l| l.nodes.get(node))
-            && let Some(score) = scored.get(node, index)
+            && let Some((key, &index)) = self.live.as_ref().and_then(|l| l.nodes.get_key_value(node))
+            && let Some(score) = scored.get(key, index)
         {
             return Ok(score);
         }
