@@ -397,9 +397,10 @@ fn all_mode_device_sets_are_per_node_within_a_cycle() {
     assert_eq!(devices, ["c", "d", "e"]);
 }
 
-/// Filter through a [`NodeMemo`] decides as Filter by name while nodes come and go: a memo is
-/// looked up again after a node was added or deleted (a deleted node's id goes to the next new
-/// node), and a memo made by another plugin instance is never taken for its own.
+/// Filter through a [`NodeMemo`] decides as Filter by name while nodes come and go: a memo of a
+/// deleted node finds its id free, a memo is looked up again after a node was added (a deleted
+/// node's id goes to the next new node), and a memo made by another plugin instance is never
+/// taken for its own.
 #[test]
 fn filter_remembered_follows_nodes_added_and_deleted() {
     let mut objects = base();

@@ -185,13 +185,7 @@ impl nodes::Guest for Component {
                 |plugin| plugin.score(name).map_err(status),
             )
         });
-        match r {
-            Ok(score) => {
-                LAST_REASON.with(|r| r.borrow_mut().clear());
-                Ok(score)
-            }
-            Err(s) => Err(code_keeping_reason(s)),
-        }
+        value_keeping_reason(r)
     }
 
     fn scores(nodes: Vec<u32>) -> Result<Vec<u32>, Code> {
@@ -211,17 +205,23 @@ impl nodes::Guest for Component {
                 |plugin| plugin.prescore_scores_remembered(&names).map_err(status),
             )
         });
-        match r {
-            Ok(scores) => {
-                LAST_REASON.with(|r| r.borrow_mut().clear());
-                Ok(scores)
-            }
-            Err(s) => Err(code_keeping_reason(s)),
-        }
+        value_keeping_reason(r)
     }
 
     fn last_reason() -> String {
         LAST_REASON.with(|r| r.borrow().clone())
+    }
+}
+
+/// The value, with `last-reason` emptied, or the status's code, with its reason kept for
+/// `last-reason`.
+fn value_keeping_reason<T>(r: Result<T, Status>) -> Result<T, Code> {
+    match r {
+        Ok(value) => {
+            LAST_REASON.with(|r| r.borrow_mut().clear());
+            Ok(value)
+        }
+        Err(s) => Err(code_keeping_reason(s)),
     }
 }
 
