@@ -11,7 +11,7 @@
 //! ```
 //!
 //! With a kind (e.g. `ResourceClaim`), also prints the blocks that loading that kind left live,
-//! by size; with `HEAP_TRACE=864,384` (sizes in bytes), prints to stderr where one block of each
+//! by size (with `PreFilter`, the blocks the first PreFilter left live, per node); with `HEAP_TRACE=864,384` (sizes in bytes), prints to stderr where one block of each
 //! of those sizes was allocated while loading that kind (a backtrace; release builds keep the
 //! function names).
 
@@ -100,7 +100,11 @@ static GLOBAL: Counting = Counting;
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let file = args.first().expect("usage: heap <cluster.json> [KIND]");
-    let detail = args.get(1).map(|k| Kind::from_name(k).expect("a kind name"));
+    let prefilter_detail = args.get(1).is_some_and(|k| k == "PreFilter");
+    let detail = args
+        .get(1)
+        .filter(|_| !prefilter_detail)
+        .map(|k| Kind::from_name(k).expect("a kind name, or PreFilter"));
     if let Ok(sizes) = std::env::var("HEAP_TRACE") {
         for s in sizes.split(',') {
             TRACE[s.parse::<usize>().expect("sizes")].store(true, Ordering::Relaxed);
@@ -146,24 +150,15 @@ fn main() {
             grew[1] as f64 / n as f64
         );
         if detail == Some(kind) {
-            println!("  live blocks by size (per object): size count dlmalloc32-bytes");
-            for (size, c) in BY_SIZE.iter().enumerate() {
-                let c = c.load(Ordering::Relaxed);
-                if c.abs() * 20 >= n {
-                    println!(
-                        "  {:>5} {:>8.2} {:>8.1}",
-                        size,
-                        c as f64 / n as f64,
-                        (c * dlmalloc(size)) as f64 / n as f64
-                    );
-                }
-            }
+            print_live_blocks(n, "object");
         }
     }
     let pod = cluster.pending.first().expect("a pending pod");
+    HISTOGRAM.store(prefilter_detail, Ordering::Relaxed);
     let before = now();
     let status = plugin.prefilter(pod);
     let after = now();
+    HISTOGRAM.store(false, Ordering::Relaxed);
     println!(
         "{:>22} {:>7} {:>10} {:>8} {:>10}   status {status:?}",
         "first PreFilter",
@@ -172,4 +167,25 @@ fn main() {
         "",
         after[2] - before[2]
     );
+    if prefilter_detail {
+        // Per node: the first PreFilter builds per-device and per-node state.
+        print_live_blocks(cluster.nodes.len() as i64, "node");
+    }
+}
+
+/// The blocks counted while [`HISTOGRAM`] was set, by size, per `n` objects (`what`); sizes
+/// with at least one block per 20 objects.
+fn print_live_blocks(n: i64, what: &str) {
+    println!("  live blocks by size (per {what}): size count dlmalloc32-bytes");
+    for (size, c) in BY_SIZE.iter().enumerate() {
+        let c = c.load(Ordering::Relaxed);
+        if c.abs() * 20 >= n {
+            println!(
+                "  {:>5} {:>8.2} {:>8.1}",
+                size,
+                c as f64 / n as f64,
+                (c * dlmalloc(size)) as f64 / n as f64
+            );
+        }
+    }
 }

@@ -1,6 +1,7 @@
 //! Guest linear memory per object kind: loads a recorded cluster into a fresh instance one kind
 //! at a time and prints how much the guest's memory grew with each, then with the first
-//! PreFilter (which builds the slice index). The breakdown behind `docs/PERFORMANCE.md`
+//! PreFilter (which builds the slice index), then with the rest of that cycle (Filter on every
+//! node, PreScore and Score, Reserve and Bind on the first feasible node). The breakdown behind `docs/PERFORMANCE.md`
 //! ("Load and memory at 5,000 nodes").
 //!
 //! ```text
@@ -59,11 +60,32 @@ fn main() {
     let pod = cluster.pending.first().expect("a pending pod");
     let status = engine.prefilter(pod);
     assert!(status.is_success(), "prefilter of {pod}: {status}");
-    let now = memory(engine.as_mut());
-    println!(
-        "{:>22}: +{:.1} MiB, {:.1} MiB in all",
-        "first PreFilter",
-        mib(now - last),
-        mib(now)
-    );
+    let mut step = |what: &str, e: &mut dyn sharing_affinity_host::engine::Engine| {
+        let now = memory(e);
+        println!(
+            "{what:>22}: +{:.1} MiB, {:.1} MiB in all",
+            mib(now - last),
+            mib(now)
+        );
+        last = now;
+    };
+    step("first PreFilter", engine.as_mut());
+    // The rest of that cycle: what a cycle holds on top of the stored objects.
+    let feasible: Vec<String> = cluster
+        .nodes
+        .iter()
+        .filter(|n| engine.filter(n).is_success())
+        .cloned()
+        .collect();
+    step("Filter on every node", engine.as_mut());
+    let status = engine.prescore(&feasible);
+    assert!(status.is_success(), "prescore of {pod}: {status}");
+    for node in &feasible {
+        engine.score(node).expect("score of a feasible node");
+    }
+    step("PreScore and Score", engine.as_mut());
+    let node = feasible.first().expect("a feasible node");
+    engine.reserve(node).expect("reserve");
+    engine.bind(node).expect("bind");
+    step("Reserve and Bind", engine.as_mut());
 }

@@ -28,7 +28,7 @@ use crate::cel::{CelCache, CelObject};
 use crate::constraints::RequestScope;
 use crate::error::Error;
 use crate::index::{DevIdx, Index};
-use crate::model::{DeviceAttribute, DeviceSelector, Map, ResourceClaim, SharingAffinityExtractor};
+use crate::model::{DeviceAttribute, DeviceSelector, Map, ResourceClaim};
 
 /// KEP limit: extractors per metadata slice (and per configuration entry set of one pool).
 pub const MAX_EXTRACTORS: usize = 8;
@@ -160,8 +160,9 @@ pub struct Extractor {
     pub source: String,
     /// Selector expression, if any.
     pub selector: Option<String>,
-    /// Key → expression (for a structured extractor: its one key → [`structured_marker`]).
-    pub keys: Map<String, String>,
+    /// Key → expression (for a structured extractor: its one key → [`structured_marker`]),
+    /// one copy for all pools whose extractors have the same keys and expressions.
+    pub keys: Arc<Map<String, String>>,
     /// An implicit extractor of the structured design: reads the structured claim attribute
     /// named by its key, from configs of this driver; applies to the devices that list the key in
     /// `sharingAffinity.attributeKeys`.
@@ -377,6 +378,7 @@ impl Extractors {
     /// it; the union over the slices of a complete pool may exceed 8.
     pub fn build(index: &Index, config: &Config, cel: &CelCache) -> Extractors {
         let mut list = Vec::new();
+        let mut keys = KeySets::default();
         let mut per_pool = Vec::with_capacity(index.pools.len());
         let mut gated = Vec::with_capacity(index.pools.len());
         let mut warnings = Vec::new();
@@ -393,16 +395,23 @@ impl Extractors {
                 .map(|(i, _)| i)
                 .collect();
             if pool.complete && !pool.slice_extractors.is_empty() {
-                let mut per_slice: BTreeMap<&str, usize> = BTreeMap::new();
+                let mut per_slice: BTreeMap<usize, usize> = BTreeMap::new();
                 for ex in &pool.slice_extractors {
+                    let source = pool.extractor_source(ex);
                     if let Err(e) = validate_extractor(cel, &ex.spec.cel, ex.spec.selector.as_ref()) {
-                        err.get_or_insert(format!("{}.{e}", ex.source));
+                        err.get_or_insert(format!("{source}.{e}"));
                     }
-                    *per_slice.entry(&ex.slice).or_default() += 1;
+                    *per_slice.entry(ex.slice).or_default() += 1;
                     ids.push(list.len());
-                    list.push(from_spec(ex.source.clone(), &ex.spec));
+                    list.push(Extractor {
+                        source,
+                        selector: ex.spec.selector.as_ref().map(|s| s.cel.expression.clone()),
+                        keys: keys.get(&ex.spec.cel),
+                        structured: None,
+                    });
                 }
                 if let Some((slice, n)) = per_slice.iter().find(|(_, n)| **n > MAX_EXTRACTORS) {
+                    let slice = pool.slices.get(*slice).map_or("?", |s| s.name.as_str());
                     err.get_or_insert(format!(
                         "ResourceSlice {slice} has {n} sharing-affinity extractors, at most {MAX_EXTRACTORS} allowed"
                     ));
@@ -426,7 +435,7 @@ impl Extractors {
                     list.push(Extractor {
                         source: format!("configuration sharingAffinity[{i}]"),
                         selector: ex.selector.as_ref().map(|s| s.cel.expression.clone()),
-                        keys: ex.cel.clone(),
+                        keys: keys.get(&ex.cel),
                         structured: None,
                     });
                 }
@@ -457,7 +466,7 @@ impl Extractors {
                 list.push(Extractor {
                     source: format!("sharingAffinity.attributeKeys {name} of pool {}", pool.id()),
                     selector: None,
-                    keys: Map::from([(name.clone(), structured_marker(&pool.driver))]),
+                    keys: keys.get(&Map::from([(name.clone(), structured_marker(&pool.driver))])),
                     structured: Some(StructuredKey {
                         driver: pool.driver.clone(),
                         name,
@@ -476,7 +485,7 @@ impl Extractors {
         let set_codes = (0..index.devices.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
-        let mut by_keys: std::collections::HashMap<&Map<String, String>, usize> =
+        let mut by_keys: std::collections::HashMap<&Arc<Map<String, String>>, usize> =
             std::collections::HashMap::new();
         let mut groups = Vec::new();
         let group = list
@@ -635,12 +644,21 @@ pub fn fingerprint(extractors: &Extractors, ids: &[ExtId]) -> u64 {
     h.finish()
 }
 
-fn from_spec(source: String, spec: &SharingAffinityExtractor) -> Extractor {
-    Extractor {
-        source,
-        selector: spec.selector.as_ref().map(|s| s.cel.expression.clone()),
-        keys: spec.cel.clone(),
-        structured: None,
+/// The distinct key sets of an [`Extractors::build`], each kept once: every pool of a driver
+/// usually has the same extractors, and an [`Extractor`] per pool would otherwise copy its keys
+/// and expressions.
+#[derive(Default)]
+struct KeySets(std::collections::HashMap<Map<String, String>, Arc<Map<String, String>>>);
+
+impl KeySets {
+    /// The shared copy of `keys`.
+    fn get(&mut self, keys: &Map<String, String>) -> Arc<Map<String, String>> {
+        if let Some(shared) = self.0.get(keys) {
+            return Arc::clone(shared);
+        }
+        let shared = Arc::new(keys.clone());
+        self.0.insert(keys.clone(), Arc::clone(&shared));
+        shared
     }
 }
 
@@ -719,7 +737,7 @@ pub fn extract(
             }
         }
     } else {
-        for (key, expr) in &ex.keys {
+        for (key, expr) in ex.keys.iter() {
             let program = match cel.extractor(expr) {
                 Ok(p) => p,
                 Err(e) => {

@@ -227,12 +227,13 @@ pub struct SliceEntry {
 /// A sharing-affinity extractor in effect for a pool.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolExtractor {
-    /// Where it comes from, for messages (`ResourceSlice meta-0 spec.sharingAffinity[0]`).
-    pub source: String,
-    /// Name of the metadata slice that publishes it (the 8-extractor limit is per slice).
-    pub slice: String,
-    /// The extractor.
-    pub spec: SharingAffinityExtractor,
+    /// The metadata slice that publishes it, by position in [`Pool::slices`] (the 8-extractor
+    /// limit is per slice).
+    pub slice: usize,
+    /// Its position in the slice's `spec.sharingAffinity`.
+    pub position: usize,
+    /// The extractor, shared with the stored slice.
+    pub spec: Arc<SharingAffinityExtractor>,
 }
 
 /// A resource pool at its highest generation.
@@ -258,6 +259,13 @@ pub struct Pool {
 }
 
 impl Pool {
+    /// Where `ex`, one of this pool's [`Pool::slice_extractors`], comes from, for messages
+    /// (`ResourceSlice meta-0 spec.sharingAffinity[0]`).
+    pub fn extractor_source(&self, ex: &PoolExtractor) -> String {
+        let slice = self.slices.get(ex.slice).map_or("?", |s| s.name.as_str());
+        format!("ResourceSlice {slice} spec.sharingAffinity[{}]", ex.position)
+    }
+
     /// `driver/pool`.
     pub fn id(&self) -> String {
         format!("{}/{}", self.driver, self.name)
@@ -391,9 +399,9 @@ impl Index {
                 }
                 for (i, ex) in s.spec.sharing_affinity.iter().enumerate() {
                     pool.slice_extractors.push(PoolExtractor {
-                        source: format!("ResourceSlice {} spec.sharingAffinity[{i}]", s.metadata.name),
-                        slice: s.metadata.name.to_string(),
-                        spec: ex.clone(),
+                        slice: slice_idx,
+                        position: i,
+                        spec: Arc::clone(ex),
                     });
                 }
                 let mut devs = Vec::with_capacity(s.spec.devices.len());

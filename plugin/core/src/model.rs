@@ -414,12 +414,14 @@ pub struct ResourceSliceSpec {
     )]
     pub shared_counters: Vec<CounterSet>,
     /// KEP-5981: sharing-affinity extractors (only in metadata slices, which have no devices).
+    /// Shared (`Arc`): a driver publishes the same extractors for each of its pools, and the
+    /// stored slices hold one copy of each ([`crate::index::PoolExtractor::spec`] too).
     #[serde(
         default,
         deserialize_with = "exact::vec",
         skip_serializing_if = "Vec::is_empty"
     )]
-    pub sharing_affinity: Vec<SharingAffinityExtractor>,
+    pub sharing_affinity: Vec<Arc<SharingAffinityExtractor>>,
 }
 
 /// `ResourcePool`.

@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::cell::Cell;
+
 use common::*;
 use serde_json::json;
 use sharing_affinity_core::Code;
@@ -410,32 +412,32 @@ fn filter_remembered_follows_nodes_added_and_deleted() {
     let mut p = plugin("", &objects);
     let pod = format!("{NS}/p");
     assert!(p.prefilter(&pod).is_success());
-    let (mut m1, mut m2, mut m9) = (NodeMemo::default(), NodeMemo::default(), NodeMemo::default());
+    let (m1, m2, m9) = (Cell::new(NodeMemo::default()), Cell::default(), Cell::default());
     // Made before any call below changes the nodes: tried on a second plugin at the end.
-    let mut other = NodeMemo::default();
-    assert!(p.filter_remembered(NODE, &mut other).is_success());
+    let other = Cell::new(NodeMemo::default());
+    assert!(p.filter_remembered(NODE, &other).is_success());
     for _ in 0..2 {
-        assert_eq!(p.filter_remembered(NODE, &mut m1), p.filter(NODE));
-        assert!(p.filter_remembered(NODE, &mut m1).is_success());
-        let st = p.filter_remembered("node-2", &mut m2);
+        assert_eq!(p.filter_remembered(NODE, &m1), p.filter(NODE));
+        assert!(p.filter_remembered(NODE, &m1).is_success());
+        let st = p.filter_remembered("node-2", &m2);
         assert_eq!(st, p.filter("node-2"));
         assert_eq!(st.code, Code::Unschedulable, "node-2 has no devices: {st}");
-        let st = p.filter_remembered("node-9", &mut m9);
+        let st = p.filter_remembered("node-9", &m9);
         assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
         assert!(st.reason.contains("node node-9 not found"), "{st}");
     }
     // node-1 leaves and node-3 takes its id: node-1's memo must not find node-3.
     p.apply(EventKind::Delete, &node(NODE).to_string()).unwrap();
     p.apply(EventKind::Add, &node("node-3").to_string()).unwrap();
-    let st = p.filter_remembered(NODE, &mut m1);
+    let st = p.filter_remembered(NODE, &m1);
     assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
     assert!(st.reason.contains("node node-1 not found"), "{st}");
-    assert_eq!(p.filter_remembered("node-2", &mut m2).code, Code::Unschedulable);
+    assert_eq!(p.filter_remembered("node-2", &m2).code, Code::Unschedulable);
     // node-1 comes back; node-9, not found before, appears (a memo of "not found" is refreshed too).
     p.apply(EventKind::Add, &node(NODE).to_string()).unwrap();
     p.apply(EventKind::Add, &node("node-9").to_string()).unwrap();
-    assert!(p.filter_remembered(NODE, &mut m1).is_success());
-    let st = p.filter_remembered("node-9", &mut m9);
+    assert!(p.filter_remembered(NODE, &m1).is_success());
+    let st = p.filter_remembered("node-9", &m9);
     assert_eq!(
         st.code,
         Code::Unschedulable,
@@ -445,7 +447,7 @@ fn filter_remembered_follows_nodes_added_and_deleted() {
     let mut labelled = node("node-9");
     labelled["metadata"]["labels"] = json!({"zone": "b"});
     p.apply(EventKind::Update, &labelled.to_string()).unwrap();
-    assert_eq!(p.filter_remembered("node-9", &mut m9), p.filter("node-9"));
+    assert_eq!(p.filter_remembered("node-9", &m9), p.filter("node-9"));
     // A second plugin with the same nodes added in the other order: the same number of node
     // changes, other ids. The first plugin's memo is looked up again there.
     let mut reordered = vec![node("node-2")];
@@ -453,6 +455,6 @@ fn filter_remembered_follows_nodes_added_and_deleted() {
     reordered.remove(1 + reordered[1..].iter().position(|o| *o == node("node-2")).unwrap());
     let mut q = plugin("", &reordered);
     assert!(q.prefilter(&pod).is_success());
-    assert!(q.filter_remembered(NODE, &mut other).is_success());
-    assert_eq!(q.filter_remembered("node-2", &mut m2).code, Code::Unschedulable);
+    assert!(q.filter_remembered(NODE, &other).is_success());
+    assert_eq!(q.filter_remembered("node-2", &m2).code, Code::Unschedulable);
 }

@@ -168,10 +168,7 @@ impl nodes::Guest for Component {
             |s| s,
             |name, memo| {
                 with_plugin(not_configured, |plugin| {
-                    let mut m = memo.get();
-                    let s = plugin.filter_remembered(name, &mut m);
-                    memo.set(m);
-                    status(s)
+                    status(plugin.filter_remembered(name, memo))
                 })
             },
         );

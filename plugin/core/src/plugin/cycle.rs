@@ -1,5 +1,6 @@
 //! The extension points of one scheduling cycle: PreFilter, Filter, Score, Reserve, Unreserve, Bind.
 
+use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::rc::Rc;
 
@@ -284,15 +285,15 @@ impl Plugin {
 
     /// Filter for one node of the current cycle.
     pub fn filter(&mut self, node_name: &str) -> Status {
-        let node = self.nodes.get(node_name).map(|(id, _)| id);
+        let node = self.nodes.id(node_name);
         self.filter_found(node, node_name)
     }
 
     /// [`Plugin::filter`] for a caller that filters the same node names again and keeps a
     /// [`NodeMemo`] per name: the name is looked up only when nodes were added since
     /// `memo` was last used (with the same name).
-    pub fn filter_remembered(&mut self, node_name: &str, memo: &mut NodeMemo) -> Status {
-        let node = self.nodes.get_remembered(node_name, memo).map(|(id, _)| id);
+    pub fn filter_remembered(&mut self, node_name: &str, memo: &Cell<NodeMemo>) -> Status {
+        let node = self.nodes.id_remembered(node_name, memo);
         self.filter_found(node, node_name)
     }
 
@@ -536,16 +537,11 @@ impl Plugin {
     /// since its memo was last used.
     pub fn prescore_scores_remembered(
         &mut self,
-        nodes: &[(&str, &std::cell::Cell<NodeMemo>)],
+        nodes: &[(&str, &Cell<NodeMemo>)],
     ) -> Result<Vec<u32>, Status> {
         let ids = nodes
             .iter()
-            .map(|(name, memo)| {
-                let mut m = memo.get();
-                let id = self.nodes.get_remembered(name, &mut m).map(|(id, _)| id);
-                memo.set(m);
-                id
-            })
+            .map(|(name, memo)| self.nodes.id_remembered(name, memo))
             .collect();
         self.scores_of(ids, |i| nodes[i].0)
     }
@@ -624,8 +620,8 @@ impl Plugin {
         let cycle = self.cycle(what)?;
         let r = self
             .nodes
-            .get(node)
-            .and_then(|(id, _)| cycle.nodes.get(&id))
+            .id(node)
+            .and_then(|id| cycle.nodes.get(&id))
             .ok_or_else(|| Status::error(format!("{what} for node {node} called before filter")))?;
         if !r.status.is_success() {
             return Err(Status::error(format!(
@@ -684,8 +680,8 @@ impl Plugin {
         }
         let r = self
             .nodes
-            .get(node)
-            .and_then(|(id, _)| cycle.nodes.get(&id))
+            .id(node)
+            .and_then(|id| cycle.nodes.get(&id))
             .ok_or_else(|| Status::error(format!("reserve on node {node} called before filter")))?;
         if !r.status.is_success() {
             return Err(Status::error(format!(

@@ -117,23 +117,17 @@ impl Nodes {
         rustc_hash::FxBuildHasher.hash_one(name)
     }
 
-    /// The node stored under `id`.
-    fn slot(&self, id: u32) -> Option<&StoredNode> {
-        self.slots.get(id as usize).and_then(Option::as_ref)
-    }
-
     /// The id of the node named `name`.
     fn id(&self, name: &str) -> Option<u32> {
-        let is = |&id: &u32| {
-            self.slot(id)
-                .is_some_and(|n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes()))
-        };
-        self.by_name.find(Self::hash(name), is).copied()
+        let slots = &self.slots;
+        self.by_name
+            .find(Self::hash(name), |&id| slot_named(slots, id, name))
+            .copied()
     }
 
     /// The node stored under `id`, with its id.
     fn by_id(&self, id: u32) -> Option<(u32, &Node)> {
-        self.slot(id).map(|n| (id, &*n.node))
+        slot(&self.slots, id).map(|n| (id, &*n.node))
     }
 
     /// The node's id and object.
@@ -141,18 +135,17 @@ impl Nodes {
         self.id(name).and_then(|id| self.by_id(id))
     }
 
-    /// [`Nodes::get`] through a memo of an earlier lookup of the same name, which is refreshed
+    /// [`Nodes::id`] through a memo of an earlier lookup of the same name, which is refreshed
     /// when a node was added since.
-    fn get_remembered(&self, name: &str, memo: &mut NodeMemo) -> Option<(u32, &Node)> {
-        let id = match memo.0 {
+    fn id_remembered(&self, name: &str, memo: &std::cell::Cell<NodeMemo>) -> Option<u32> {
+        match memo.get().0 {
             Some((generation, id)) if generation == self.generation => id,
             _ => {
                 let id = self.id(name);
-                *memo = NodeMemo(Some((self.generation, id)));
+                memo.set(NodeMemo(Some((self.generation, id))));
                 id
             }
-        };
-        id.and_then(|id| self.by_id(id))
+        }
     }
 
     /// Stores a node (replacing one of the same name, whose id it keeps) and returns its id.
@@ -179,14 +172,8 @@ impl Nodes {
         }
         self.slots[id as usize] = Some(stored);
         let slots = &self.slots;
-        self.by_name.insert_unique(hash, id, |&i| {
-            Self::hash(
-                slots
-                    .get(i as usize)
-                    .and_then(Option::as_ref)
-                    .map_or("", |n| &*n.name),
-            )
-        });
+        self.by_name
+            .insert_unique(hash, id, |&i| Self::hash(slot(slots, i).map_or("", |n| &*n.name)));
         self.changed();
         id
     }
@@ -194,13 +181,10 @@ impl Nodes {
     /// Deletes a node; its id, if it existed.
     fn remove(&mut self, name: &str) -> Option<u32> {
         let slots = &self.slots;
-        let is = |&id: &u32| {
-            slots
-                .get(id as usize)
-                .and_then(Option::as_ref)
-                .is_some_and(|n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes()))
-        };
-        let entry = self.by_name.find_entry(Self::hash(name), is).ok()?;
+        let entry = self
+            .by_name
+            .find_entry(Self::hash(name), |&id| slot_named(slots, id, name))
+            .ok()?;
         let (id, _) = entry.remove();
         self.slots[id as usize] = None;
         // No new generation: a memo of this name finds the id free, which is "not found"; the
@@ -225,6 +209,17 @@ impl Nodes {
     fn len(&self) -> usize {
         self.by_name.len()
     }
+}
+
+/// The node stored under `id` in [`Nodes::slots`] (free functions over the slots, so that the
+/// name table's closures can borrow the slots while the table itself is borrowed mutably).
+fn slot(slots: &[Option<StoredNode>], id: u32) -> Option<&StoredNode> {
+    slots.get(id as usize).and_then(Option::as_ref)
+}
+
+/// Whether the node stored under `id` is named `name`.
+fn slot_named(slots: &[Option<StoredNode>], id: u32, name: &str) -> bool {
+    slot(slots, id).is_some_and(|n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes()))
 }
 
 /// A node's pools and candidate devices.

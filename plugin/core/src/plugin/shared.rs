@@ -21,7 +21,8 @@
 //!
 //! Stored Nodes share their statuses ([`NodeStatuses`]: the nodes of one machine type report
 //! equal ones). Stored ResourceSlices ([`Slices`]) share their devices' attribute names (a driver's devices
-//! repeat the same few) and capacity maps (equal when they serialise the same, as above), with
+//! repeat the same few), capacity maps (equal when they serialise the same, as above) and
+//! metadata slices' sharing-affinity extractors (a driver publishes the same ones per pool), with
 //! the same sweeps.
 
 use std::collections::{BTreeMap, HashSet};
@@ -33,7 +34,7 @@ use serde::Serialize;
 
 use crate::model::{
     DeviceCapacity, Map, NodeSelector, NodeStatus, OpaqueDeviceConfiguration, ResourceClaim,
-    ResourceClaimSpec, ResourceSlice,
+    ResourceClaimSpec, ResourceSlice, SharingAffinityExtractor,
 };
 
 /// Fewest claim changes between two sweeps.
@@ -120,7 +121,10 @@ pub(super) struct Slices {
     by_name: BTreeMap<String, Box<ResourceSlice>>,
     names: HashSet<Arc<str>>,
     capacities: Pool<Map<String, DeviceCapacity>>,
-    /// Scratch buffer for the JSON text of the capacity being shared.
+    /// Metadata slices' sharing-affinity extractors (a driver publishes the same ones for each
+    /// of its pools).
+    extractors: Pool<SharingAffinityExtractor>,
+    /// Scratch buffer for the JSON text of the capacity or extractor being shared.
     text: Vec<u8>,
     sweeps: SweepSchedule,
 }
@@ -155,6 +159,9 @@ impl Slices {
                 self.capacities.share(&mut device.capacity, &mut self.text);
             }
         }
+        for extractor in &mut slice.spec.sharing_affinity {
+            self.extractors.share(extractor, &mut self.text);
+        }
         let old = self.by_name.insert(name, slice);
         self.changed();
         old
@@ -172,13 +179,14 @@ impl Slices {
         if self.sweeps.change() {
             self.names.retain(|n| Arc::strong_count(n) > 1);
             self.capacities.sweep();
+            self.extractors.sweep();
             self.sweeps.swept(self.pooled());
         }
     }
 
-    /// Entries in the pools (attribute names, capacities).
+    /// Entries in the pools (attribute names, capacities, extractors).
     fn pooled(&self) -> usize {
-        self.names.len() + self.capacities.entries.len()
+        self.names.len() + self.capacities.entries.len() + self.extractors.entries.len()
     }
 }
 
@@ -533,6 +541,48 @@ mod tests {
         for ((name, ..), text) in cases.iter().zip(&texts) {
             assert_eq!(&serde_json::to_string(&slices[*name]).unwrap(), text, "{name}");
         }
+    }
+
+    fn metadata_slice(name: &str, expression: &str) -> Box<ResourceSlice> {
+        Box::new(
+            serde_json::from_value(json!({
+                "metadata": {"name": format!("{name}-meta")},
+                "spec": {"driver": "net.example.com", "nodeName": name,
+                    "pool": {"name": name, "generation": 1, "resourceSliceCount": 2},
+                    "sharingAffinity": [{"cel": {"subnet": expression}}]}
+            }))
+            .unwrap(),
+        )
+    }
+
+    /// Metadata slices of several pools share the extractors written the same, not others; an
+    /// extractor no slice holds leaves the pool at the next sweep.
+    #[test]
+    fn equal_extractors_of_stored_slices_are_one_copy() {
+        let mut slices = Slices::default();
+        for (pool, expression) in [
+            ("n1", "object.subnet"),
+            ("n2", "object.subnet"),
+            ("n3", "object.vlan"),
+        ] {
+            slices.insert(pool.into(), metadata_slice(pool, expression));
+        }
+        let extractor = |s: &str| Arc::clone(&slices[s].spec.sharing_affinity[0]);
+        assert!(Arc::ptr_eq(&extractor("n1"), &extractor("n2")), "same extractor");
+        assert!(
+            !Arc::ptr_eq(&extractor("n1"), &extractor("n3")),
+            "another expression"
+        );
+        assert_eq!(extractor("n3").cel["subnet"], "object.vlan");
+        let gone = Arc::downgrade(&extractor("n3"));
+        slices.remove("n3");
+        for i in 0..2 * SWEEP_MIN {
+            let name = format!("s{i}");
+            slices.insert(name.clone(), metadata_slice(&name, &format!("object.x{i}")));
+            slices.remove(&name);
+        }
+        assert!(gone.upgrade().is_none(), "extractor of a deleted slice");
+        assert!(slices.pooled() <= 3 * SWEEP_MIN, "{} entries", slices.pooled());
     }
 
     /// Parts of deleted slices leave the pools at the next sweep; the pools stay bounded under

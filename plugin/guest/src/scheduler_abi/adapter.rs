@@ -273,7 +273,7 @@ impl<B: Backend> GuestState<B> {
             if let Err(e) = self.backend.apply(event.kind, &event.object) {
                 log_error(
                     "sharing-affinity: object rejected",
-                    &[("object", &event.label), ("error", &e)],
+                    &[("object", &event.label()), ("error", &e)],
                 );
             }
         }

@@ -1,23 +1,41 @@
 //! The `sharing-affinity.dra/v1` change feed document (`docs/kswe-dra-extension.md`):
 //! `{"cursor":"...","resync":bool,"events":[{"type":"ADDED|MODIFIED|DELETED","object":{...}}]}`.
 
+use serde::Deserialize;
 use serde_json::Value;
+use serde_json::value::RawValue;
 use sharing_affinity_core::plugin::EventKind;
 
-/// One object change.
+/// One object change, borrowed from the page it came in.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct FeedEvent {
+pub struct FeedEvent<'a> {
     /// `ADDED` → Add, `MODIFIED` → Update, `DELETED` → Delete.
     pub kind: EventKind,
-    /// The object's `kind`, `namespace/name` (for messages).
-    pub label: String,
-    /// The object as Kubernetes JSON.
-    pub object: String,
+    /// The object as Kubernetes JSON: its text in the page, not decoded here (the plugin decodes
+    /// it once, when it applies the event).
+    pub object: &'a str,
 }
 
-/// A decoded feed document.
+impl FeedEvent<'_> {
+    /// The object's `kind`, `namespace/name`, for messages (decoded only when one is needed).
+    pub fn label(&self) -> String {
+        let object: Value = serde_json::from_str(self.object).unwrap_or(Value::Null);
+        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("?");
+        let meta = object.get("metadata");
+        let name = meta
+            .and_then(|m| m.get("name"))
+            .and_then(Value::as_str)
+            .unwrap_or("?");
+        match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+            Some(ns) if !ns.is_empty() => format!("{kind} {ns}/{name}"),
+            _ => format!("{kind} {name}"),
+        }
+    }
+}
+
+/// A decoded feed document, borrowing its objects' text from the page.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Feed {
+pub struct Feed<'a> {
     /// The cursor to send next time.
     pub cursor: String,
     /// True when the events are a full snapshot replacing all state.
@@ -25,63 +43,78 @@ pub struct Feed {
     /// True when the host stopped the document short (a page): ask again from `cursor`.
     pub more: bool,
     /// The changes, oldest first.
-    pub events: Vec<FeedEvent>,
+    pub events: Vec<FeedEvent<'a>>,
 }
 
-fn label(object: &Value) -> String {
-    let kind = object.get("kind").and_then(Value::as_str).unwrap_or("?");
-    let meta = object.get("metadata");
-    let name = meta
-        .and_then(|m| m.get("name"))
-        .and_then(Value::as_str)
-        .unwrap_or("?");
-    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() => format!("{kind} {ns}/{name}"),
-        _ => format!("{kind} {name}"),
-    }
+/// The document's fields, each kept as text and decoded on its own, so that an error names the
+/// field. A page is up to a MiB of objects: kept as text, they are neither decoded into a
+/// `serde_json::Value` tree (several times the text in guest memory) nor written out again.
+#[derive(Deserialize)]
+struct RawFeed<'a> {
+    #[serde(borrow)]
+    cursor: Option<&'a RawValue>,
+    #[serde(borrow)]
+    resync: Option<&'a RawValue>,
+    #[serde(borrow)]
+    more: Option<&'a RawValue>,
+    #[serde(borrow)]
+    events: Option<&'a RawValue>,
+}
+
+/// One event's fields, as [`RawFeed`]'s.
+#[derive(Deserialize)]
+struct RawEvent<'a> {
+    #[serde(borrow, rename = "type")]
+    kind: Option<&'a RawValue>,
+    #[serde(borrow)]
+    object: Option<&'a RawValue>,
+}
+
+/// The value of a field kept as text, or `None` when it is missing or not a `T`.
+fn field<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
+    raw.and_then(|r| serde_json::from_str(r.get()).ok())
 }
 
 /// Parses a feed document; errors name the offending field.
-pub fn parse(bytes: &[u8]) -> Result<Feed, String> {
-    let doc: Value = serde_json::from_slice(bytes).map_err(|e| format!("change feed: invalid JSON: {e}"))?;
-    let cursor = doc
-        .get("cursor")
-        .and_then(Value::as_str)
-        .ok_or("change feed: field cursor: missing or not a string")?
-        .to_string();
-    let resync = doc
-        .get("resync")
-        .and_then(Value::as_bool)
-        .ok_or("change feed: field resync: missing or not a boolean")?;
-    let more = match doc.get("more") {
+pub fn parse(bytes: &[u8]) -> Result<Feed<'_>, String> {
+    // Derived structs also decode from arrays (fields by position): only an object is a document.
+    if !bytes.trim_ascii_start().starts_with(b"{") {
+        return Err("change feed: invalid JSON: the document is not a JSON object".to_string());
+    }
+    let doc: RawFeed<'_> =
+        serde_json::from_slice(bytes).map_err(|e| format!("change feed: invalid JSON: {e}"))?;
+    let cursor: String = field(doc.cursor).ok_or("change feed: field cursor: missing or not a string")?;
+    let resync: bool = field(doc.resync).ok_or("change feed: field resync: missing or not a boolean")?;
+    let more = match doc.more {
         None => false,
-        Some(v) => v.as_bool().ok_or("change feed: field more: not a boolean")?,
+        Some(v) => field(Some(v)).ok_or("change feed: field more: not a boolean")?,
     };
-    let list = doc
-        .get("events")
-        .and_then(Value::as_array)
-        .ok_or("change feed: field events: missing or not an array")?;
+    let list: Vec<&RawValue> =
+        field(doc.events).ok_or("change feed: field events: missing or not an array")?;
     let mut events = Vec::with_capacity(list.len());
-    for (i, e) in list.iter().enumerate() {
-        let kind = match e.get("type").and_then(Value::as_str) {
+    for (i, e) in list.into_iter().enumerate() {
+        if !e.get().starts_with('{') {
+            return Err(format!("change feed: field events[{i}]: not an object"));
+        }
+        let e: RawEvent<'_> = serde_json::from_str(e.get())
+            .map_err(|err| format!("change feed: field events[{i}]: not an event object: {err}"))?;
+        let kind = match field::<String>(e.kind).as_deref() {
             Some("ADDED") => EventKind::Add,
             Some("MODIFIED") => EventKind::Update,
             Some("DELETED") => EventKind::Delete,
-            other => {
+            _ => {
+                let other = e.kind.map_or("nothing", RawValue::get);
                 return Err(format!(
-                    "change feed: field events[{i}].type: unknown value {other:?}"
+                    "change feed: field events[{i}].type: unknown value {other}"
                 ));
             }
         };
         let object = e
-            .get("object")
-            .filter(|o| o.is_object())
+            .object
+            .map(RawValue::get)
+            .filter(|o| o.starts_with('{'))
             .ok_or_else(|| format!("change feed: field events[{i}].object: missing or not an object"))?;
-        events.push(FeedEvent {
-            kind,
-            label: label(object),
-            object: object.to_string(),
-        });
+        events.push(FeedEvent { kind, object });
     }
     Ok(Feed {
         cursor,
@@ -108,7 +141,8 @@ mod tests {
         );
         let page = parse(br#"{"cursor":"1.2","resync":true,"more":true,"events":[]}"#).unwrap();
         assert!(page.more && page.resync);
-        let got: Vec<(EventKind, &str)> = feed.events.iter().map(|e| (e.kind, e.label.as_str())).collect();
+        let labels: Vec<(EventKind, String)> = feed.events.iter().map(|e| (e.kind, e.label())).collect();
+        let got: Vec<(EventKind, &str)> = labels.iter().map(|(k, l)| (*k, l.as_str())).collect();
         assert_eq!(
             got,
             [
@@ -117,7 +151,15 @@ mod tests {
                 (EventKind::Delete, "Pod ns/p")
             ]
         );
-        assert!(feed.events[0].object.contains(r#""name":"n""#));
+        // The object is the page's own text, as sent.
+        assert_eq!(
+            feed.events[0].object,
+            r#"{"kind":"Node","metadata":{"name":"n"}}"#
+        );
+        // A type with an escape is the same string.
+        let escaped =
+            parse(br#"{"cursor":"1","resync":false,"events":[{"type":"ADD\u0045D","object":{}}]}"#).unwrap();
+        assert_eq!(escaped.events[0].kind, EventKind::Add);
     }
 
     #[test]
@@ -138,6 +180,19 @@ mod tests {
             (
                 br#"{"cursor":"","resync":true,"events":[{"type":"ADDED","object":1}]}"#,
                 "events[0].object",
+            ),
+            (
+                br#"{"cursor":"","resync":true,"events":[{"type":"ADDED"}]}"#,
+                "events[0].object",
+            ),
+            (br#"  ["", true, false, []]"#, "not a JSON object"),
+            (
+                br#"{"cursor":"","resync":true,"events":[["ADDED",{}]]}"#,
+                "events[0]: not an object",
+            ),
+            (
+                br#"{"cursor":"","resync":true,"events":[{"type":"ADDED","object":{}},{"type":1}]}"#,
+                "events[1].type: unknown value 1",
             ),
         ] {
             let err = parse(doc).unwrap_err();
