@@ -120,7 +120,7 @@ impl Plugin {
                     pending: Vec::new(),
                     affinity: Vec::new(),
                     extended: false,
-                    nodes: crate::FxHashMap::default(),
+                    nodes: Default::default(),
                     scoring: None,
                     cache: Default::default(),
                 };
@@ -269,9 +269,9 @@ impl Plugin {
             claims,
             pending,
             affinity,
-            // Sized for a Filter on every node: the map does not grow (and move every node's
+            // Sized for a Filter on every node: the results do not grow (and move every node's
             // result) while the cycle runs.
-            nodes: crate::FxHashMap::with_capacity_and_hasher(self.nodes.len(), Default::default()),
+            nodes: super::NodeResults::with_capacity(self.nodes.id_bound()),
             scoring: None,
             cache: Default::default(),
         })
@@ -312,7 +312,7 @@ impl Plugin {
         {
             // A node Filtered again keeps its place among the nodes PreScore named.
             if c.nodes.insert(id, result).is_some_and(|old| old.named)
-                && let Some(r) = c.nodes.get_mut(&id)
+                && let Some(r) = c.nodes.get_mut(id)
             {
                 r.named = true;
             }
@@ -572,7 +572,7 @@ impl Plugin {
         };
         let mut ranks = Vec::with_capacity(ids.len());
         for (i, id) in ids.iter().enumerate() {
-            match id.and_then(|id| cycle.nodes.get(&id)) {
+            match id.and_then(|id| cycle.nodes.get(id)) {
                 Some(r) if r.status.is_success() => ranks.push(r.rank),
                 _ => {
                     return Err(Status::error(format!(
@@ -586,7 +586,7 @@ impl Plugin {
             r.named = false;
         }
         for id in ids.into_iter().flatten() {
-            if let Some(r) = cycle.nodes.get_mut(&id) {
+            if let Some(r) = cycle.nodes.get_mut(id) {
                 r.named = true;
             }
         }
@@ -621,7 +621,7 @@ impl Plugin {
         let r = self
             .nodes
             .id(node)
-            .and_then(|id| cycle.nodes.get(&id))
+            .and_then(|id| cycle.nodes.get(id))
             .ok_or_else(|| Status::error(format!("{what} for node {node} called before filter")))?;
         if !r.status.is_success() {
             return Err(Status::error(format!(
@@ -681,7 +681,7 @@ impl Plugin {
         let r = self
             .nodes
             .id(node)
-            .and_then(|id| cycle.nodes.get(&id))
+            .and_then(|id| cycle.nodes.get(id))
             .ok_or_else(|| Status::error(format!("reserve on node {node} called before filter")))?;
         if !r.status.is_success() {
             return Err(Status::error(format!(

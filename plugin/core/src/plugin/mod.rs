@@ -206,8 +206,9 @@ impl Nodes {
         self.slots.iter().flatten().map(|n| &*n.name)
     }
 
-    fn len(&self) -> usize {
-        self.by_name.len()
+    /// One more than the highest id in use (ids are dense: deleted nodes' ids are reused).
+    fn id_bound(&self) -> usize {
+        self.slots.len()
     }
 }
 
@@ -266,6 +267,54 @@ struct NodeResult {
     named: bool,
 }
 
+/// Filter's results of a cycle, by node id ([`Nodes`]): a slot per id, so that a Filter on every
+/// node writes its results one after another (ids follow the order the nodes were added in),
+/// not at a hash position each: at 5,000 nodes every scattered write is a likely cache miss.
+#[derive(Default)]
+struct NodeResults(Vec<Option<NodeResult>>);
+
+impl NodeResults {
+    /// Room for the ids below `ids`, so that a Filter on every node does not move the results.
+    fn with_capacity(ids: usize) -> Self {
+        NodeResults(Vec::with_capacity(ids))
+    }
+
+    fn get(&self, id: u32) -> Option<&NodeResult> {
+        self.0.get(id as usize).and_then(Option::as_ref)
+    }
+
+    fn get_mut(&mut self, id: u32) -> Option<&mut NodeResult> {
+        self.0.get_mut(id as usize).and_then(Option::as_mut)
+    }
+
+    /// Stores the result for node `id`; the one it replaces.
+    fn insert(&mut self, id: u32, result: NodeResult) -> Option<NodeResult> {
+        let i = id as usize;
+        if self.0.len() <= i {
+            self.0.resize_with(i + 1, || None);
+        }
+        self.0[i].replace(result)
+    }
+
+    fn remove(&mut self, id: u32) {
+        if let Some(slot) = self.0.get_mut(id as usize) {
+            *slot = None;
+        }
+    }
+
+    fn clear(&mut self) {
+        self.0.clear();
+    }
+
+    fn values(&self) -> impl Iterator<Item = &NodeResult> + Clone {
+        self.0.iter().flatten()
+    }
+
+    fn values_mut(&mut self) -> impl Iterator<Item = &mut NodeResult> {
+        self.0.iter_mut().flatten()
+    }
+}
+
 struct Cycle {
     pod: String,
     status: Status,
@@ -276,7 +325,7 @@ struct Cycle {
     /// Whether a pending claim is the KEP-5004 special claim (whose requests vary per node).
     extended: bool,
     /// Filter's results by node id ([`Nodes`]).
-    nodes: crate::FxHashMap<u32, NodeResult>,
+    nodes: NodeResults,
     /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
     /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
     scoring: Option<Scoring>,
@@ -511,7 +560,7 @@ impl Plugin {
                     // The id is handed out again: a result Filter found for the deleted node
                     // must not become another node's.
                     if let Some(c) = &mut self.cycle {
-                        c.nodes.remove(&id);
+                        c.nodes.remove(id);
                     }
                 }
             }
