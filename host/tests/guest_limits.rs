@@ -19,7 +19,7 @@ use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentEngine, ComponentPlugin};
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweHost, KsweModule, PreparedPod, TrapPolicy};
-use sharing_affinity_host::limits::Limits;
+use sharing_affinity_host::limits::{Bytes, Limits};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Cluster, replay};
 use sharing_affinity_host::report;
@@ -645,8 +645,23 @@ fn kswe_real_guest_over_its_memory_limit_reports_it_and_the_replay_goes_on() {
     let path = artifact::default_kswe_module().unwrap();
     let wasm = artifact::read_kswe_module(&path).unwrap();
     let (cluster, config) = scenario("large-32-nodes-60-pods");
+    // The limit lies between the empty instance's memory and what the replay needs, so the
+    // guest instantiates and then runs out on its first sync, however small the guest gets.
+    let (empty, needed) = {
+        let module = KsweModule::new(&wasm).unwrap();
+        let mut engine = KsweEngine::from_module(&module, &config).unwrap();
+        let empty = engine.guest_memory_bytes().unwrap() as usize;
+        replay(&mut engine, &cluster, &mut || {}).unwrap();
+        (empty, engine.guest_memory_bytes().unwrap() as usize)
+    };
+    const PAGE: usize = 64 << 10;
+    assert!(
+        needed >= empty + 2 * PAGE,
+        "the replay needs {needed} bytes, the empty instance has {empty}: nothing to limit"
+    );
+    let memory_bytes = (empty + (needed - empty) / 2) / PAGE * PAGE;
     let limits = Limits {
-        memory_bytes: 3 << 20,
+        memory_bytes,
         ..Limits::default()
     };
     let module = KsweModule::with_limits(&wasm, &limits).unwrap();
@@ -667,7 +682,10 @@ fn kswe_real_guest_over_its_memory_limit_reports_it_and_the_replay_goes_on() {
         let status = &pod.nodes[0].status;
         assert_eq!(status.code, Code::Error, "{}: {status}", pod.pod);
         assert!(
-            status.reason.contains("guest exceeded its memory limit of 3 MiB"),
+            status.reason.contains(&format!(
+                "guest exceeded its memory limit of {}",
+                Bytes(memory_bytes)
+            )),
             "{}: {status}",
             pod.pod
         );
