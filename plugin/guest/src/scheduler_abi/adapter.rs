@@ -270,7 +270,7 @@ impl<B: Backend> GuestState<B> {
             self.cycle = None;
         }
         for event in &feed.events {
-            if let Err(e) = self.backend.apply(event.kind, &event.object) {
+            if let Err(e) = self.backend.apply(event.kind, event.object) {
                 log_error(
                     "sharing-affinity: object rejected",
                     &[("object", &event.label()), ("error", &e)],
