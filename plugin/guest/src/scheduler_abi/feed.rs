@@ -85,6 +85,7 @@ pub fn parse(bytes: &[u8]) -> Result<Feed<'_>, String> {
         serde_json::from_slice(bytes).map_err(|e| format!("change feed: invalid JSON: {e}"))?;
     let cursor: String = field(doc.cursor).ok_or("change feed: field cursor: missing or not a string")?;
     let resync: bool = field(doc.resync).ok_or("change feed: field resync: missing or not a boolean")?;
+    // Absent or `null` (serde reads a `null` field as `None`): the last page.
     let more = match doc.more {
         None => false,
         Some(v) => field(Some(v)).ok_or("change feed: field more: not a boolean")?,
@@ -141,6 +142,13 @@ mod tests {
         );
         let page = parse(br#"{"cursor":"1.2","resync":true,"more":true,"events":[]}"#).unwrap();
         assert!(page.more && page.resync);
+        // `more` is optional: absent or `null` (unset, as in Kubernetes JSON) is the last page.
+        for doc in [
+            &br#"{"cursor":"1","resync":false,"events":[]}"#[..],
+            br#"{"cursor":"1","resync":false,"more":null,"events":[]}"#,
+        ] {
+            assert!(!parse(doc).unwrap().more);
+        }
         let labels: Vec<(EventKind, String)> = feed.events.iter().map(|e| (e.kind, e.label())).collect();
         let got: Vec<(EventKind, &str)> = labels.iter().map(|(k, l)| (*k, l.as_str())).collect();
         assert_eq!(
@@ -168,6 +176,9 @@ mod tests {
             (&b"nope"[..], "invalid JSON"),
             (br#"{"resync":true,"events":[]}"#, "field cursor"),
             (br#"{"cursor":"","events":[]}"#, "field resync"),
+            (br#"{"cursor":null,"resync":true,"events":[]}"#, "field cursor"),
+            (br#"{"cursor":"","resync":null,"events":[]}"#, "field resync"),
+            (br#"{"cursor":"","resync":true,"events":null}"#, "field events"),
             (br#"{"cursor":"","resync":true}"#, "field events"),
             (
                 br#"{"cursor":"","resync":true,"more":1,"events":[]}"#,
