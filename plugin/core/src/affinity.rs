@@ -648,7 +648,7 @@ pub fn fingerprint(extractors: &Extractors, ids: &[ExtId]) -> u64 {
 /// usually has the same extractors, and an [`Extractor`] per pool would otherwise copy its keys
 /// and expressions.
 #[derive(Default)]
-struct KeySets(std::collections::HashMap<Map<String, String>, Arc<Map<String, String>>>);
+struct KeySets(std::collections::HashSet<Arc<Map<String, String>>>);
 
 impl KeySets {
     /// The shared copy of `keys`.
@@ -657,7 +657,7 @@ impl KeySets {
             return Arc::clone(shared);
         }
         let shared = Arc::new(keys.clone());
-        self.0.insert(keys.clone(), Arc::clone(&shared));
+        self.0.insert(Arc::clone(&shared));
         shared
     }
 }
@@ -952,6 +952,10 @@ mod tests {
         assert_eq!(p.0, set("p", "y").0);
         assert_ne!(p.0, r.0, "another key: another set id");
         assert!(set("s", "x").1.is_empty(), "pool s has no extractor");
+        // Pools' entries with the same keys and expressions hold one copy of them.
+        let keys = |id: ExtId| &ex.list[id].keys;
+        assert!(Arc::ptr_eq(keys(p.1[0]), keys(q.1[0])), "equal keys: one copy");
+        assert!(!Arc::ptr_eq(keys(p.1[0]), keys(r.1[0])), "another key");
         // The compact answer agrees with the full one.
         let brief = |pool: &str, device: &str| {
             let d = index.by_key[&crate::index::DeviceKey::new("d", pool, device)];

@@ -106,8 +106,8 @@ struct StoredNode {
 /// Where [`Plugin::filter_remembered`] found a node name in the plugin's table of nodes, kept by
 /// a caller that filters the same names in cycle after cycle (the component guest keeps one per
 /// entry of its table of node indexes): while no node is added, the next call skips the name's
-/// lookup (a deleted node's id is free, which the memo reads as "not found"). A memo is only valid for the name it was used with; a new memo
-/// ([`NodeMemo::default`]) knows nothing.
+/// lookup (a deleted node's id is free, which the memo reads as "not found"). A memo is only
+/// valid for the name it was used with; a new memo ([`NodeMemo::default`]) knows nothing.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct NodeMemo(Option<(u64, Option<u32>)>);
 
