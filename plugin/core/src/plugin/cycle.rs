@@ -781,10 +781,7 @@ impl Plugin {
                         .applicable(&d.index, &self.cel, ch.dev)
                         .unwrap_or(&[]);
                     let fingerprint = affinity::fingerprint(&d.extractors, ids);
-                    staged.push((
-                        ((cc.key.clone(), res.request.to_string()), key),
-                        (fingerprint, v.clone()),
-                    ));
+                    staged.push((cc.key.clone(), res.request.to_string(), key, (fingerprint, v.clone())));
                 }
             }
             out.push(ClaimAllocation {
@@ -793,8 +790,8 @@ impl Plugin {
             });
             self.inflight.insert(cc.key.clone(), Box::new(claim));
         }
-        for (k, v) in staged {
-            self.known_values.insert(k, v);
+        for (claim, request, device, v) in staged {
+            self.known_values.insert(&claim, request, device, v);
         }
         let keys: Vec<String> = out.iter().map(|c| c.claim.clone()).collect();
         for k in &keys {
@@ -907,7 +904,7 @@ impl Plugin {
             if let Some(claim) = self.inflight.remove(&a.claim) {
                 self.contribute(&a.claim, &claim, false);
             }
-            self.known_values.retain(|((c, _), _), _| *c != a.claim);
+            self.known_values.remove_claim(&a.claim);
             // The stored object (updated by events meanwhile) contributes again.
             if let Some(stored) = self.claims.get(&a.claim).cloned() {
                 self.contribute(&a.claim, &stored, true);

@@ -76,6 +76,41 @@ struct Holder {
 /// two holders.
 type HolderKey = (String, String);
 
+/// Affinity values fixed by our own Reserve, with the fingerprint of the extractors that derived
+/// them, by claim `namespace/name` and then (request, device). Kept per claim so that dropping a
+/// claim's values (Unreserve, the claim's deletion) costs that claim's few entries, not a walk over
+/// every claim the plugin ever reserved.
+#[derive(Default)]
+struct KnownValues(HashMap<String, Vec<KnownValue>>);
+
+/// One entry of [`KnownValues`]: request name (`req` or `req/sub`), device, fingerprint, values.
+type KnownValue = (String, DeviceKey, (u64, std::sync::Arc<Values>));
+
+impl KnownValues {
+    /// The values `claim`'s `request` was reserved with on `device`.
+    fn get(&self, claim: &str, request: &str, device: &DeviceKey) -> Option<&(u64, std::sync::Arc<Values>)> {
+        self.0
+            .get(claim)?
+            .iter()
+            .find(|(r, d, _)| r == request && d == device)
+            .map(|(_, _, v)| v)
+    }
+
+    /// Records (or replaces) the values of `claim`'s `request` on `device`.
+    fn insert(&mut self, claim: &str, request: String, device: DeviceKey, value: (u64, std::sync::Arc<Values>)) {
+        let entries = self.0.entry(claim.to_string()).or_default();
+        match entries.iter_mut().find(|(r, d, _)| *r == request && *d == device) {
+            Some(e) => e.2 = value,
+            None => entries.push((request, device, value)),
+        }
+    }
+
+    /// Drops every value of `claim`.
+    fn remove_claim(&mut self, claim: &str) {
+        self.0.remove(claim);
+    }
+}
+
 /// The stored Nodes by name, each with a dense id that the per-node state indexes by
 /// ([`Derived::node_pools`], a cycle's results): a Filter call looks its node's name up once,
 /// or not at all when its caller remembers the id ([`NodeMemo`]). A node keeps its id while it
@@ -387,7 +422,7 @@ pub struct Plugin {
     holders: HashMap<DeviceKey, crate::model::Map<HolderKey, Holder>>,
     /// Affinity values fixed by our own Reserve, per (claim, request, device), with the
     /// fingerprint of the extractors that derived them: no second CEL pass while they stay.
-    known_values: HashMap<(HolderKey, DeviceKey), (u64, std::sync::Arc<Values>)>,
+    known_values: KnownValues,
     /// Lock states per device of the current index ([`crate::index::DevIdx`]), computed on
     /// first use; an entry is dropped when the device's holders change, all of them when the
     /// index is rebuilt.
@@ -423,7 +458,7 @@ impl Plugin {
             changed_pools: HashSet::new(),
             allocated: AllocatedState::default(),
             holders: HashMap::new(),
-            known_values: HashMap::new(),
+            known_values: KnownValues::default(),
             locks: RefCell::new(Vec::new()),
             cycle: None,
             reservations: BTreeMap::new(),
@@ -594,7 +629,7 @@ impl Plugin {
                 }
                 self.bound_at.remove(&key);
                 if !inflight {
-                    self.known_values.retain(|((c, _), _), _| *c != key);
+                    self.known_values.remove_claim(&key);
                 }
             }
             _ => {}
@@ -671,7 +706,7 @@ impl Plugin {
                 let holders = self.holders.entry(dk.clone()).or_default();
                 let hk = (key.to_string(), r.request.to_string());
                 if add {
-                    let values = self.known_values.get(&(hk.clone(), dk.clone())).cloned();
+                    let values = self.known_values.get(&hk.0, &hk.1, &dk).cloned();
                     holders.insert(hk, Holder { values });
                 } else {
                     holders.remove(&hk);
@@ -826,7 +861,34 @@ fn bump(map: &mut crate::FxHashMap<DeviceKey, usize>, key: &DeviceKey, add: bool
 
 #[cfg(test)]
 mod tests {
-    use super::Plugin;
+    use super::{KnownValues, Plugin};
+    use crate::index::DeviceKey;
+    use std::sync::Arc;
+
+    /// Values are found by claim, request and device; a second Reserve of the same (request,
+    /// device) replaces the entry; dropping a claim leaves every other claim's values.
+    #[test]
+    fn known_values_are_kept_and_dropped_per_claim() {
+        let values = |v: &str| Arc::new([("subnet".to_string(), v.to_string())].into_iter().collect());
+        let (nic0, nic1) = (DeviceKey::new("d", "p", "nic0"), DeviceKey::new("d", "p", "nic1"));
+        let mut known = KnownValues::default();
+        known.insert("ns/a", "req".into(), nic0.clone(), (1, values("x")));
+        known.insert("ns/a", "req".into(), nic1.clone(), (1, values("y")));
+        known.insert("ns/b", "req".into(), nic0.clone(), (2, values("x")));
+        known.insert("ns/a", "req".into(), nic0.clone(), (3, values("z")));
+        let got = |k: &KnownValues, claim: &str, req: &str, dev: &DeviceKey| {
+            k.get(claim, req, dev).map(|(f, v)| (*f, v["subnet"].clone()))
+        };
+        assert_eq!(got(&known, "ns/a", "req", &nic0), Some((3, "z".into())), "replaced");
+        assert_eq!(got(&known, "ns/a", "req", &nic1), Some((1, "y".into())));
+        assert_eq!(got(&known, "ns/a", "other", &nic0), None, "another request");
+        assert_eq!(got(&known, "ns/b", "req", &nic1), None, "another device");
+        known.remove_claim("ns/a");
+        assert_eq!(got(&known, "ns/a", "req", &nic0), None);
+        assert_eq!(got(&known, "ns/a", "req", &nic1), None);
+        assert_eq!(got(&known, "ns/b", "req", &nic0), Some((2, "x".into())), "other claims stay");
+        assert_eq!(known.0.len(), 1, "the dropped claim leaves no entry");
+    }
 
     fn slice(pool: &str, device: &str) -> String {
         format!(
