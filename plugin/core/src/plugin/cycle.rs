@@ -781,7 +781,12 @@ impl Plugin {
                         .applicable(&d.index, &self.cel, ch.dev)
                         .unwrap_or(&[]);
                     let fingerprint = affinity::fingerprint(&d.extractors, ids);
-                    staged.push((cc.key.clone(), res.request.to_string(), key, (fingerprint, v.clone())));
+                    staged.push((
+                        cc.key.clone(),
+                        res.request.to_string(),
+                        key,
+                        (fingerprint, v.clone()),
+                    ));
                 }
             }
             out.push(ClaimAllocation {

@@ -97,7 +97,13 @@ impl KnownValues {
     }
 
     /// Records (or replaces) the values of `claim`'s `request` on `device`.
-    fn insert(&mut self, claim: &str, request: String, device: DeviceKey, value: (u64, std::sync::Arc<Values>)) {
+    fn insert(
+        &mut self,
+        claim: &str,
+        request: String,
+        device: DeviceKey,
+        value: (u64, std::sync::Arc<Values>),
+    ) {
         let entries = self.0.entry(claim.to_string()).or_default();
         match entries.iter_mut().find(|(r, d, _)| *r == request && *d == device) {
             Some(e) => e.2 = value,
@@ -879,14 +885,22 @@ mod tests {
         let got = |k: &KnownValues, claim: &str, req: &str, dev: &DeviceKey| {
             k.get(claim, req, dev).map(|(f, v)| (*f, v["subnet"].clone()))
         };
-        assert_eq!(got(&known, "ns/a", "req", &nic0), Some((3, "z".into())), "replaced");
+        assert_eq!(
+            got(&known, "ns/a", "req", &nic0),
+            Some((3, "z".into())),
+            "replaced"
+        );
         assert_eq!(got(&known, "ns/a", "req", &nic1), Some((1, "y".into())));
         assert_eq!(got(&known, "ns/a", "other", &nic0), None, "another request");
         assert_eq!(got(&known, "ns/b", "req", &nic1), None, "another device");
         known.remove_claim("ns/a");
         assert_eq!(got(&known, "ns/a", "req", &nic0), None);
         assert_eq!(got(&known, "ns/a", "req", &nic1), None);
-        assert_eq!(got(&known, "ns/b", "req", &nic0), Some((2, "x".into())), "other claims stay");
+        assert_eq!(
+            got(&known, "ns/b", "req", &nic0),
+            Some((2, "x".into())),
+            "other claims stay"
+        );
         assert_eq!(known.0.len(), 1, "the dropped claim leaves no entry");
     }
 
