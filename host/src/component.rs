@@ -24,7 +24,6 @@
 //! answers Score then reads; a Score for a node PreScore did not name goes to the guest alone.
 
 use std::path::Path;
-use std::sync::Arc;
 use std::time::Duration;
 
 use sharing_affinity_core::object::Object;
@@ -125,11 +124,41 @@ struct Live {
     plugin: bindings::Plugin,
     /// The guest's `nodes` index for each node name Filter or Score was called with.
     nodes: NodeIndexes,
+    /// Which table of indexes `nodes` is: a number no other table of this process had (a fresh
+    /// instance and every [`Live::forget`] start a new one), so that scores kept by index
+    /// ([`Scored`]) never answer for a table they were not asked with.
+    table: u64,
 }
 
-/// Node indexes by name, hashed with Fx (node names are short). A name is shared with the
-/// cycle's lists of nodes, which keep it without a copy per call.
-type NodeIndexes = std::collections::HashMap<Arc<str>, u32, rustc_hash::FxBuildHasher>;
+/// A new number for a table of node indexes ([`Live::table`]).
+fn next_table() -> u64 {
+    static TABLES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    TABLES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+}
+
+/// Node names in call order, in one buffer: a cycle's lists of nodes (thousands of names) cost
+/// a copy of each name's bytes and one allocation to drop, not a shared pointer per name whose
+/// reference count a 5,000-node cycle's end would touch on lines long out of cache.
+#[derive(Default)]
+struct NameList {
+    text: String,
+    ends: Vec<usize>,
+}
+
+impl NameList {
+    fn push(&mut self, name: &str) {
+        self.text.push_str(name);
+        self.ends.push(self.text.len());
+    }
+
+    fn iter(&self) -> impl Iterator<Item = &str> {
+        let starts = std::iter::once(0).chain(self.ends.iter().copied());
+        starts.zip(&self.ends).map(|(start, &end)| &self.text[start..end])
+    }
+}
+
+/// Node indexes by name, hashed with Fx (node names are short).
+type NodeIndexes = std::collections::HashMap<Box<str>, u32, rustc_hash::FxBuildHasher>;
 
 /// At most this many node names are indexed per instance; past it the guest's table is emptied
 /// (`nodes.forget`) and names are indexed again as nodes are called (a bound on what nodes that
@@ -137,19 +166,18 @@ type NodeIndexes = std::collections::HashMap<Arc<str>, u32, rustc_hash::FxBuildH
 const MAX_NODE_INDEXES: usize = 1 << 16;
 
 impl Live {
-    /// The guest's index for the node named `name`, asked for on first use, and the shared name.
-    fn node(&mut self, name: &str) -> Result<(u32, Arc<str>)> {
-        if let Some((key, &index)) = self.nodes.get_key_value(name) {
-            return Ok((index, Arc::clone(key)));
+    /// The guest's index for the node named `name`, asked for on first use.
+    fn node(&mut self, name: &str) -> Result<u32> {
+        if let Some(&index) = self.nodes.get(name) {
+            return Ok(index);
         }
         if self.nodes.len() >= MAX_NODE_INDEXES {
             self.forget()?;
         }
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         let index = nodes.call_index(&mut self.store, name)?;
-        let key: Arc<str> = Arc::from(name);
-        self.nodes.insert(Arc::clone(&key), index);
-        Ok((index, key))
+        self.nodes.insert(Box::from(name), index);
+        Ok(index)
     }
 
     /// Empties the guest's table of node names (`nodes.forget`) and the indexes kept here.
@@ -158,16 +186,16 @@ impl Live {
             .sharing_affinity_plugin_nodes()
             .call_forget(&mut self.store)?;
         self.nodes.clear();
+        self.table = next_table();
         Ok(())
     }
 
-    /// Filter through the node's index: the status (with the reason when it is not a success),
-    /// and the shared name.
-    fn filter(&mut self, name: &str) -> Result<(bindings::Status, Arc<str>)> {
-        let (node, key) = self.node(name)?;
+    /// Filter through the node's index: the status, with the reason when it is not a success.
+    fn filter(&mut self, name: &str) -> Result<bindings::Status> {
+        let node = self.node(name)?;
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         let code = nodes.call_filter(&mut self.store, node)?;
-        Ok((self.with_reason(code)?, key))
+        self.with_reason(code)
     }
 
     /// PreScore with `names` and Score for each of them, in one `nodes.scores` call: the scores by
@@ -189,22 +217,22 @@ impl Live {
             self.forget()?;
         }
         let mut indexes = Vec::with_capacity(names.len());
-        let mut keys = Vec::with_capacity(names.len());
+        let mut listed = NameList::default();
         for name in names {
-            let (index, key) = self.node(name.as_ref())?;
-            indexes.push(index);
-            keys.push(key);
+            indexes.push(self.node(name.as_ref())?);
+            listed.push(name.as_ref());
         }
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         match nodes.call_scores(&mut self.store, &indexes)? {
-            Ok(scores) if scores.len() == keys.len() => {
+            Ok(scores) if scores.len() == indexes.len() => {
                 let mut positions = vec![0; indexes.iter().max().map_or(0, |&i| i as usize + 1)];
                 for (p, &i) in indexes.iter().enumerate() {
                     // Positions fit: the list is at most MAX_NODE_INDEXES long.
                     positions[i as usize] = u32::try_from(p + 1).unwrap_or(u32::MAX);
                 }
                 Ok(Ok(Some(Scored {
-                    nodes: keys,
+                    table: self.table,
+                    nodes: listed,
                     scores,
                     positions,
                 })))
@@ -214,7 +242,7 @@ impl Live {
                 reason: format!(
                     "the plugin returned {} scores for {} nodes from nodes.scores",
                     scores.len(),
-                    keys.len()
+                    indexes.len()
                 ),
             })),
             Err(code) => self.with_reason(code).map(Err),
@@ -223,7 +251,7 @@ impl Live {
 
     /// Score through the node's index.
     fn score(&mut self, name: &str) -> Result<Result<u32, bindings::Status>> {
-        let (node, _) = self.node(name)?;
+        let node = self.node(name)?;
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         match nodes.call_score(&mut self.store, node)? {
             Ok(score) => Ok(Ok(score)),
@@ -261,36 +289,33 @@ enum Entry {
 struct Cycle {
     pod: String,
     /// Nodes that passed filter in this cycle, in call order.
-    feasible: Vec<Arc<str>>,
+    feasible: NameList,
     /// The answer of the cycle's `prescore` (`nodes.scores`), until a later Filter.
     scored: Option<Scored>,
 }
 
 /// The nodes a `prescore` named, and the scores `nodes.scores` gave them.
 struct Scored {
+    /// The table of node indexes the scores were asked with ([`Live::table`]).
+    table: u64,
     /// The nodes in PreScore's order (duplicates kept: a restore sends the same list again).
-    nodes: Vec<Arc<str>>,
+    nodes: NameList,
     /// Their scores, in the same order.
     scores: Vec<u32>,
-    /// By node index of the table the scores were asked with: the position in `nodes`, plus
-    /// one (0: not named). Score checks the name found there ([`Scored::get`]), so that indexes
-    /// given again after the table was emptied ([`Live::forget`]) never answer with another
-    /// node's score.
+    /// By node index of that table: the position in `nodes`, plus one (0: not named).
     positions: Vec<u32>,
 }
 
 impl Scored {
-    /// The score of the node whose name is `key` in the instance's table, at `index` there. The
-    /// name is compared by address: the table's names are shared with `nodes`, and a name this
-    /// list holds cannot be freed, so its address is never another name's; a name indexed again
-    /// after the table was emptied is a new allocation and goes to the guest.
-    fn get(&self, key: &Arc<str>, index: u32) -> Option<u32> {
+    /// The score of the node at `index` of table `table`; `None` when PreScore did not name it
+    /// or named it under another table (indexes are handed out again after [`Live::forget`] and
+    /// in a replacement instance, so an index of another table may be another node).
+    fn get(&self, table: u64, index: u32) -> Option<u32> {
+        if table != self.table {
+            return None;
+        }
         let p = (*self.positions.get(index as usize)? as usize).checked_sub(1)?;
-        self.nodes
-            .get(p)
-            .is_some_and(|n| Arc::ptr_eq(n, key))
-            .then(|| self.scores.get(p).copied())
-            .flatten()
+        self.scores.get(p).copied()
     }
 }
 
@@ -431,6 +456,7 @@ impl ComponentEngine {
             store,
             plugin,
             nodes: NodeIndexes::default(),
+            table: next_table(),
         })
     }
 
@@ -465,7 +491,7 @@ impl ComponentEngine {
                 .call_prefilter(&mut live.store, &cycle.pod)
                 .map_err(|e| trap_error(e, &limits))?;
             expect_success(status, || format!("prefilter of pod {}", cycle.pod))?;
-            for node in &cycle.feasible {
+            for node in cycle.feasible.iter() {
                 live.store.set_epoch_deadline(limits.deadline_ticks());
                 let status = live
                     .plugin
@@ -475,7 +501,8 @@ impl ComponentEngine {
             }
             if let Some(scored) = &mut cycle.scored {
                 live.store.set_epoch_deadline(limits.deadline_ticks());
-                let again = live.scores(&scored.nodes).map_err(|e| trap_error(e, &limits))?;
+                let names: Vec<&str> = scored.nodes.iter().collect();
+                let again = live.scores(&names).map_err(|e| trap_error(e, &limits))?;
                 match again {
                     // The same scores, under the new instance's indexes.
                     Ok(Some(again)) if again.scores == scored.scores => *scored = again,
@@ -572,7 +599,7 @@ impl Engine for ComponentEngine {
         if status.is_success() {
             self.cycle = Some(Cycle {
                 pod: pod.to_string(),
-                feasible: Vec::new(),
+                feasible: NameList::default(),
                 scored: None,
             });
         }
@@ -585,15 +612,14 @@ impl Engine for ComponentEngine {
         if let Some(cycle) = &mut self.cycle {
             cycle.scored = None;
         }
-        let (status, key) = match self.call("filter", |l| l.filter(node)) {
-            Ok((s, key)) => (self.checked(s, "filter"), Some(key)),
-            Err(trap) => (trap, None),
+        let status = match self.call("filter", |l| l.filter(node)) {
+            Ok(s) => self.checked(s, "filter"),
+            Err(trap) => trap,
         };
         if status.is_success()
             && let Some(cycle) = &mut self.cycle
-            && let Some(key) = key
         {
-            cycle.feasible.push(key);
+            cycle.feasible.push(node);
         }
         status
     }
@@ -618,8 +644,9 @@ impl Engine for ComponentEngine {
 
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
         if let Some(scored) = self.cycle.as_ref().and_then(|c| c.scored.as_ref())
-            && let Some((key, &index)) = self.live.as_ref().and_then(|l| l.nodes.get_key_value(node))
-            && let Some(score) = scored.get(key, index)
+            && let Some(live) = &self.live
+            && let Some(&index) = live.nodes.get(node)
+            && let Some(score) = scored.get(live.table, index)
         {
             return Ok(score);
         }

@@ -237,6 +237,16 @@ fn component_limits_apply_to_prescore_with_its_scores_and_the_cycle_goes_on() {
     let err = engine.score("node-2").expect_err("a guest call with no time");
     assert!(err.reason.contains("trapped in score"), "{err}");
     engine.set_time_per_call(small_limits().time_per_call);
+    // That trap replaced the instance, which got the PreScore list again under its own table of
+    // node indexes: Score still answers without calling the guest.
+    assert_eq!(engine.replacements(), 5);
+    engine.set_time_per_call(Duration::ZERO);
+    assert_eq!(
+        engine.score("node-ok"),
+        Ok(50),
+        "score from the restored PreScore"
+    );
+    engine.set_time_per_call(small_limits().time_per_call);
     assert_eq!(engine.reserve("node-ok"), Ok(Vec::new()));
     assert_eq!(engine.bind("node-ok"), Ok(Vec::new()));
 }
