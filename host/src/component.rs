@@ -840,6 +840,37 @@ fn from_json_or_default<T: serde::de::DeserializeOwned + Default>(
 mod tests {
     use super::*;
 
+    /// A cycle's node list gives back every name, in order, byte for byte (duplicates, an empty
+    /// name and multi-byte characters included): the trap recovery replays Filter with them.
+    #[test]
+    fn name_lists_give_back_the_names_in_order() {
+        let names = ["node-1", "node-22", "", "node-1", "nœud-ü"];
+        let mut list = NameList::default();
+        assert_eq!(list.iter().count(), 0);
+        for n in names {
+            list.push(n);
+        }
+        assert_eq!(list.iter().collect::<Vec<_>>(), names);
+    }
+
+    /// Every table of node indexes gets a number no earlier table had, so scores asked under one
+    /// table never answer under another.
+    #[test]
+    fn scores_answer_only_under_their_table() {
+        let (a, b) = (next_table(), next_table());
+        assert_ne!(a, b);
+        let scored = Scored {
+            table: a,
+            nodes: NameList::default(),
+            scores: vec![70, 30],
+            positions: vec![0, 2, 1],
+        };
+        assert_eq!((scored.get(a, 1), scored.get(a, 2)), (Some(30), Some(70)));
+        assert_eq!(scored.get(a, 0), None, "index not named");
+        assert_eq!(scored.get(a, 3), None, "index past the list");
+        assert_eq!(scored.get(b, 1), None, "another table");
+    }
+
     #[test]
     fn a_component_without_the_world_is_refused_with_a_clear_error() {
         // An empty core module encodes to a valid component that exports nothing.
