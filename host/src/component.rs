@@ -155,10 +155,85 @@ impl NameList {
         let starts = std::iter::once(0).chain(self.ends.iter().copied());
         starts.zip(&self.ends).map(|(start, &end)| &self.text[start..end])
     }
+
+    /// The name at position `p`.
+    fn get(&self, p: usize) -> Option<&str> {
+        let end = *self.ends.get(p)?;
+        let start = p.checked_sub(1).map_or(0, |q| self.ends[q]);
+        self.text.get(start..end)
+    }
+
+    fn len(&self) -> usize {
+        self.ends.len()
+    }
+
+    fn clear(&mut self) {
+        self.text.clear();
+        self.ends.clear();
+    }
 }
 
-/// Node indexes by name, hashed with Fx (node names are short).
-type NodeIndexes = std::collections::HashMap<Box<str>, u32, rustc_hash::FxBuildHasher>;
+/// The guest's node indexes by name. The scheduler asks for the nodes in the same order cycle
+/// after cycle (Filter over its node list, Score over the feasible ones), so a lookup first tries
+/// the name after the one found last: the names sit in one buffer in the order they were indexed,
+/// and that check reads the next bytes of it instead of a hash table's slot and a separately
+/// allocated key, each a likely cache miss in a 5,000-node cycle. Other lookups go through a
+/// table of positions hashed with Fx (node names are short).
+#[derive(Default)]
+struct NodeIndexes {
+    /// The names in the order they were indexed.
+    names: NameList,
+    /// The guest's index of each name, by position in `names`.
+    indexes: Vec<u32>,
+    /// Positions in `names`, by the name's hash.
+    by_name: hashbrown::HashTable<u32>,
+    /// The position after the last name found.
+    next: std::cell::Cell<usize>,
+}
+
+impl NodeIndexes {
+    fn hash(name: &str) -> u64 {
+        std::hash::BuildHasher::hash_one(&rustc_hash::FxBuildHasher, name)
+    }
+
+    /// The guest's index of `name`.
+    fn get(&self, name: &str) -> Option<u32> {
+        let guess = self.next.get();
+        let p = if self.names.get(guess) == Some(name) {
+            guess
+        } else {
+            let p = *self
+                .by_name
+                .find(Self::hash(name), |&p| self.names.get(p as usize) == Some(name))?;
+            p as usize
+        };
+        self.next.set(p + 1);
+        self.indexes.get(p).copied()
+    }
+
+    /// Records the guest's index of `name`, which [`NodeIndexes::get`] did not find.
+    fn insert(&mut self, name: &str, index: u32) {
+        let p = self.names.len();
+        self.names.push(name);
+        self.indexes.push(index);
+        let names = &self.names;
+        self.by_name.insert_unique(Self::hash(name), p as u32, |&q| {
+            Self::hash(names.get(q as usize).unwrap_or_default())
+        });
+        self.next.set(p + 1);
+    }
+
+    fn len(&self) -> usize {
+        self.indexes.len()
+    }
+
+    fn clear(&mut self) {
+        self.names.clear();
+        self.indexes.clear();
+        self.by_name.clear();
+        self.next.set(0);
+    }
+}
 
 /// At most this many node names are indexed per instance; past it the guest's table is emptied
 /// (`nodes.forget`) and names are indexed again as nodes are called (a bound on what nodes that
@@ -168,7 +243,7 @@ const MAX_NODE_INDEXES: usize = 1 << 16;
 impl Live {
     /// The guest's index for the node named `name`, asked for on first use.
     fn node(&mut self, name: &str) -> Result<u32> {
-        if let Some(&index) = self.nodes.get(name) {
+        if let Some(index) = self.nodes.get(name) {
             return Ok(index);
         }
         if self.nodes.len() >= MAX_NODE_INDEXES {
@@ -176,7 +251,7 @@ impl Live {
         }
         let nodes = self.plugin.sharing_affinity_plugin_nodes();
         let index = nodes.call_index(&mut self.store, name)?;
-        self.nodes.insert(Box::from(name), index);
+        self.nodes.insert(name, index);
         Ok(index)
     }
 
@@ -645,7 +720,7 @@ impl Engine for ComponentEngine {
     fn score(&mut self, node: &str) -> Result<u32, CoreStatus> {
         if let Some(scored) = self.cycle.as_ref().and_then(|c| c.scored.as_ref())
             && let Some(live) = &self.live
-            && let Some(&index) = live.nodes.get(node)
+            && let Some(index) = live.nodes.get(node)
             && let Some(score) = scored.get(live.table, index)
         {
             return Ok(score);
@@ -851,6 +926,42 @@ mod tests {
             list.push(n);
         }
         assert_eq!(list.iter().collect::<Vec<_>>(), names);
+    }
+
+    /// Node indexes are found by name whatever the order of the lookups: the same order as they
+    /// were indexed (the guess of the next name), a subsequence of it, reversed, repeated, names
+    /// that are prefixes of others, and nothing after `clear`.
+    #[test]
+    fn node_indexes_are_found_in_any_order() {
+        let names = ["node-1", "node-10", "node-2", "", "nœud-ü", "node"];
+        let mut t = NodeIndexes::default();
+        for (i, n) in names.iter().enumerate() {
+            assert_eq!(t.get(n), None, "{n:?} before it was indexed");
+            // Indexes the guest hands out need not be positions.
+            t.insert(n, 100 + 7 * i as u32);
+        }
+        assert_eq!(t.len(), names.len());
+        let index = |n: &str| names.iter().position(|m| *m == n).map(|i| 100 + 7 * i as u32);
+        let orders: [Vec<&str>; 4] = [
+            names.to_vec(),
+            names.iter().step_by(2).copied().collect(),
+            names.iter().rev().copied().collect(),
+            vec!["node", "node", "node-1", "node-1", "node-10"],
+        ];
+        for order in orders {
+            for _ in 0..2 {
+                for n in &order {
+                    assert_eq!(t.get(n), index(n), "{n:?} in order {order:?}");
+                }
+            }
+        }
+        for n in ["node-", "node-100", "nœud", "x"] {
+            assert_eq!(t.get(n), None, "{n:?} was never indexed");
+        }
+        t.clear();
+        assert_eq!((t.len(), t.get("node-1"), t.get("")), (0, None, None));
+        t.insert("node-2", 5);
+        assert_eq!((t.get("node-2"), t.get("node-1")), (Some(5), None));
     }
 
     /// Every table of node indexes gets a number no earlier table had, so scores asked under one

@@ -65,6 +65,13 @@ pub struct DeviceFlags {
     pub tainted: bool,
     /// The device consumes counters.
     pub counters: bool,
+    /// The device is local to one node: its slice's `nodeName`, or with `perDeviceNodeSelection`
+    /// its own non-empty `nodeName`. An allocation with such a device is pinned to the node.
+    pub node_local: bool,
+    /// Where the device is available is a node selector (the slice's, or the device's own with
+    /// `perDeviceNodeSelection`) of more than one term, which an allocation's node selector
+    /// cannot be built from (upstream `createNodeSelector`).
+    pub multi_term_selector: bool,
 }
 
 /// One device of a pool's current generation: its position and its data, inline (the Filter path
@@ -442,12 +449,27 @@ impl Index {
                         }
                     };
                     index.by_key.entry(key).or_insert(idx);
+                    let per_device = s.spec.per_device_node_selection.unwrap_or(false);
+                    // Where the device is available: as `placement` in the allocator reads it.
+                    let (node_local, selector) = if per_device {
+                        (
+                            data.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
+                            data.device.node_selector.as_ref(),
+                        )
+                    } else {
+                        (
+                            s.spec.node_name.as_ref().is_some_and(|n| !n.is_empty()),
+                            s.spec.node_selector.as_ref(),
+                        )
+                    };
                     index.flags.push(DeviceFlags {
                         pool: pool_idx as u32,
                         allow_multiple: data.allow_multiple,
-                        per_device: s.spec.per_device_node_selection.unwrap_or(false),
+                        per_device,
                         tainted: !data.device.taints.is_empty(),
                         counters: !data.device.consumes_counters.is_empty(),
+                        node_local,
+                        multi_term_selector: selector.is_some_and(|s| s.node_selector_terms.len() > 1),
                     });
                     index.devices.push(DeviceEntry {
                         pool: pool_idx,
@@ -653,19 +675,50 @@ mod tests {
                  "consumesCounters":[{"counterSet":"cs","counters":{"mem":{"value":"1Gi"}}}]}]}},
             {"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"b"},
              "spec":{"driver":"d","nodeName":"n2","pool":{"name":"pb","generation":1,"resourceSliceCount":1},
-              "devices":[{"name":"plain"},{"name":"shared","allowMultipleAllocations":false}]}}]}"#;
+              "devices":[{"name":"plain"},{"name":"shared","allowMultipleAllocations":false}]}},
+            {"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"c"},
+             "spec":{"driver":"d","pool":{"name":"pc","generation":1,"resourceSliceCount":1},
+              "nodeSelector":{"nodeSelectorTerms":[
+                {"matchExpressions":[{"key":"r","operator":"In","values":["1"]}]},
+                {"matchExpressions":[{"key":"r","operator":"In","values":["2"]}]}]},
+              "devices":[{"name":"two-terms"}]}},
+            {"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"e"},
+             "spec":{"driver":"d","pool":{"name":"pe","generation":1,"resourceSliceCount":1},
+              "nodeSelector":{"nodeSelectorTerms":[
+                {"matchExpressions":[{"key":"r","operator":"In","values":["1"]}]}]},
+              "devices":[{"name":"one-term"}]}},
+            {"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"f"},
+             "spec":{"driver":"d","perDeviceNodeSelection":true,"pool":{"name":"pf","generation":1,"resourceSliceCount":1},
+              "devices":[
+                {"name":"own-two-terms","nodeSelector":{"nodeSelectorTerms":[
+                  {"matchExpressions":[{"key":"r","operator":"In","values":["1"]}]},
+                  {"matchExpressions":[{"key":"r","operator":"In","values":["2"]}]}]}},
+                {"name":"everywhere","allNodes":true},
+                {"name":"empty-name","nodeName":""}]}}]}"#;
         let slices = slices(json);
         let index = Index::build(&slices);
-        assert_eq!(index.devices.len(), 4);
-        let mut seen = [false; 4];
+        assert_eq!(index.devices.len(), 9);
+        let mut seen = [false; 6];
         for d in 0..index.devices.len() as DevIdx {
             let e = index.device(d);
+            let slice = &index.pools[e.pool].slices[e.slice];
+            // Where the device is available, as the allocator builds a node selector from it.
+            let (node_local, selector) = if slice.per_device {
+                (
+                    e.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
+                    e.device.node_selector.as_ref(),
+                )
+            } else {
+                (slice.node_name.is_some(), slice.node_selector.as_ref())
+            };
             let expected = DeviceFlags {
                 pool: e.pool as u32,
                 allow_multiple: e.allow_multiple,
-                per_device: index.pools[e.pool].slices[e.slice].per_device,
+                per_device: slice.per_device,
                 tainted: !e.device.taints.is_empty(),
                 counters: !e.device.consumes_counters.is_empty(),
+                node_local,
+                multi_term_selector: selector.is_some_and(|s| s.node_selector_terms.len() > 1),
             };
             assert_eq!(index.flags(d), expected, "device {}", e.key);
             let f = index.flags(d);
@@ -674,10 +727,19 @@ mod tests {
                 seen[1] || f.per_device,
                 seen[2] || f.tainted,
                 seen[3] || f.counters,
+                seen[4] || f.node_local,
+                seen[5] || f.multi_term_selector,
             ];
         }
         // Every flag is set on some device and clear on another.
-        assert_eq!(seen, [true; 4]);
+        assert_eq!(seen, [true; 6]);
+        let flags = |pool: &str, name: &str| index.flags(index.by_key[&DeviceKey::new("d", pool, name)]);
+        assert!(flags("pa", "counting").node_local && flags("pb", "plain").node_local);
+        assert!(flags("pc", "two-terms").multi_term_selector && flags("pf", "own-two-terms").multi_term_selector);
+        for (pool, name) in [("pe", "one-term"), ("pf", "everywhere"), ("pf", "empty-name")] {
+            let f = flags(pool, name);
+            assert!(!f.node_local && !f.multi_term_selector, "{pool}/{name}: {f:?}");
+        }
         assert!(
             !index
                 .flags(index.by_key[&DeviceKey::new("d", "pb", "plain")])

@@ -361,6 +361,45 @@ fn a_deleted_nodes_state_does_not_pass_to_the_next_node() {
     assert!(st.reason.contains("node node-9 not found"), "{st}");
 }
 
+/// Filter's results belong to their cycle: after the next PreFilter (the same pod again, or
+/// another pod after a Bind), a node filtered only in the earlier cycle has no result, whatever
+/// the plugin keeps of the earlier cycle's memory.
+#[test]
+fn filter_results_do_not_pass_to_the_next_cycle() {
+    let mut objects = base();
+    objects.push(node("node-2"));
+    objects.push(claim("c1", &[req("gpu", "class-a")]).json());
+    objects.push(claim("c2", &[req("gpu", "class-a")]).json());
+    objects.push(pod("p", &["c1"], "2024-01-01T00:00:00Z"));
+    objects.push(pod("q", &["c2"], "2024-01-01T00:00:01Z"));
+    let mut p = plugin("", &objects);
+    let not_filtered = |p: &mut Plugin, node: &str| {
+        let err = p.score(node).expect_err("not filtered in this cycle");
+        assert!(err.reason.contains("called before filter"), "score: {err}");
+        let err = p.prescore(&[node.to_string()]);
+        assert!(err.reason.contains("did not pass filter in this cycle"), "prescore: {err}");
+        let err = p.reserve(node).expect_err("not filtered in this cycle");
+        assert!(err.reason.contains("called before filter"), "reserve: {err}");
+    };
+    assert!(p.prefilter(&format!("{NS}/p")).is_success());
+    assert!(p.filter(NODE).is_success());
+    assert!(p.score(NODE).is_ok());
+    // The same pod again: a new cycle.
+    assert!(p.prefilter(&format!("{NS}/p")).is_success());
+    not_filtered(&mut p, NODE);
+    assert!(p.filter(NODE).is_success());
+    assert!(!p.reserve(NODE).unwrap().is_empty());
+    assert!(!p.bind(&format!("{NS}/p"), NODE).unwrap().is_empty());
+    // Bind ended the cycle; the next pod's cycle starts without results.
+    assert!(p.prefilter(&format!("{NS}/q")).is_success());
+    not_filtered(&mut p, NODE);
+    assert!(p.filter("node-2").is_success() || p.filter("node-2").code == Code::Unschedulable);
+    not_filtered(&mut p, NODE);
+    assert!(p.filter(NODE).is_success(), "device-2 is free");
+    let alloc = p.reserve(NODE).unwrap();
+    assert!(format!("{alloc:?}").contains("device-2"), "{alloc:?}");
+}
+
 /// The calls of one cycle share the claims' prepared requests, except a request in `All` mode:
 /// its device set is the node's own, so every node allocates its own devices.
 #[test]

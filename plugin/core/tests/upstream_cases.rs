@@ -1211,6 +1211,51 @@ fn huge_counts_are_over_the_claim_limit_on_every_target() {
     );
 }
 
+/// With `perDeviceNodeSelection`, each device says where it is available: a device with a
+/// selector of two terms fails Filter as a slice's does, unless a node-local device of the same
+/// claim comes first (the claim is then pinned to the node and no selector is merged).
+#[test]
+fn a_multi_term_device_node_selector_fails_filter_after_no_node_local_device() {
+    let two_terms = json!({"nodeSelectorTerms": [
+        {"matchExpressions": [{"key": "region", "operator": "In", "values": ["region-1"]}]},
+        {"matchExpressions": [{"key": "region", "operator": "In", "values": ["region-2"]}]}
+    ]});
+    let run = |local_first: bool| {
+        let mut wide = device("wide");
+        wide.0["nodeSelector"] = two_terms.clone();
+        let mut local = device("local");
+        local.0["nodeName"] = json!(NODE);
+        let devices = if local_first { [local, wide] } else { [wide, local] };
+        let mut s = slice1(&devices);
+        let spec = s["spec"].as_object_mut().unwrap();
+        spec.remove("nodeName");
+        spec.insert("perDeviceNodeSelection".into(), json!(true));
+        let claim = claim("claim-0", &[req("req-0", "class-a").count(2)]).json();
+        let mut p = plugin(
+            "",
+            &[
+                node(NODE),
+                class_a(),
+                s,
+                claim,
+                pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+            ],
+        );
+        assert!(p.prefilter(&format!("{NS}/pod-0")).is_success());
+        p.filter(NODE)
+    };
+    let status = run(false);
+    assert_eq!(status.code, Code::Error, "{status}");
+    assert!(
+        status
+            .reason
+            .contains("unsupported ResourceSlice.NodeSelector with 2 terms"),
+        "{status}"
+    );
+    let status = run(true);
+    assert!(status.is_success(), "a node-local device first pins the claim: {status}");
+}
+
 #[test]
 fn a_multi_term_slice_node_selector_fails_filter() {
     // Upstream's createNodeSelector supports one term per slice selector. Filter must report it

@@ -109,8 +109,13 @@ impl Plugin {
         if self.reservations.contains_key(pod) {
             self.release(pod);
         }
-        self.cycle = None;
-        let (status, cycle) = match self.prepare(pod) {
+        // The previous cycle's result slots, written over by this cycle's Filter.
+        let mut results = match self.cycle.take() {
+            Some(c) => c.nodes,
+            None => std::mem::take(&mut self.spare_results),
+        };
+        results.next_cycle(self.nodes.id_bound());
+        let (status, mut cycle) = match self.prepare(pod) {
             Ok(c) => (Status::success(), c),
             Err(s) => {
                 let c = Cycle {
@@ -127,6 +132,7 @@ impl Plugin {
                 (s, c)
             }
         };
+        cycle.nodes = results;
         self.cycle = Some(cycle);
         status
     }
@@ -269,9 +275,8 @@ impl Plugin {
             claims,
             pending,
             affinity,
-            // Sized for a Filter on every node: the results do not grow (and move every node's
-            // result) while the cycle runs.
-            nodes: super::NodeResults::with_capacity(self.nodes.id_bound()),
+            // The previous cycle's slots, set by `prefilter`.
+            nodes: Default::default(),
             scoring: None,
             cache: Default::default(),
         })
@@ -976,8 +981,10 @@ impl Plugin {
                 }
             }
         }
-        if self.cycle.as_ref().is_some_and(|c| c.pod == pod) {
-            self.cycle = None;
+        if self.cycle.as_ref().is_some_and(|c| c.pod == pod)
+            && let Some(c) = self.cycle.take()
+        {
+            self.spare_results = c.nodes;
         }
         Ok(r.allocations)
     }

@@ -311,48 +311,84 @@ struct NodeResult {
 /// Filter's results of a cycle, by node id ([`Nodes`]): a slot per id, so that a Filter on every
 /// node writes its results one after another (ids follow the order the nodes were added in),
 /// not at a hash position each: at 5,000 nodes every scattered write is a likely cache miss.
+///
+/// The slots outlive the cycle: a new cycle ([`NodeResults::next_cycle`]) only counts up, and a
+/// slot holding an earlier cycle's result reads as empty. That result is dropped when the node's
+/// next Filter overwrites it, on the line the write fetches anyway, instead of in a pass over
+/// every node's result when the next PreFilter starts (at 5,000 nodes, thousands of lines long out
+/// of the cache).
 #[derive(Default)]
-struct NodeResults(Vec<Option<NodeResult>>);
+struct NodeResults {
+    /// Per node id: the cycle of the result, and the result.
+    slots: Vec<Option<(u32, NodeResult)>>,
+    /// The current cycle's number.
+    current: u32,
+}
 
 impl NodeResults {
-    /// Room for the ids below `ids`, so that a Filter on every node does not move the results.
-    fn with_capacity(ids: usize) -> Self {
-        NodeResults(Vec::with_capacity(ids))
+    /// Starts a new cycle: every result so far reads as empty. Room for the ids below `ids`, so
+    /// that a Filter on every node does not move the results.
+    fn next_cycle(&mut self, ids: usize) {
+        match self.current.checked_add(1) {
+            Some(c) => self.current = c,
+            // After 2³² cycles the numbers start again: no slot may keep an old one.
+            None => {
+                self.slots.clear();
+                self.current = 0;
+            }
+        }
+        self.slots.reserve(ids.saturating_sub(self.slots.len()));
     }
 
     fn get(&self, id: u32) -> Option<&NodeResult> {
-        self.0.get(id as usize).and_then(Option::as_ref)
+        match self.slots.get(id as usize)? {
+            Some((c, r)) if *c == self.current => Some(r),
+            _ => None,
+        }
     }
 
     fn get_mut(&mut self, id: u32) -> Option<&mut NodeResult> {
-        self.0.get_mut(id as usize).and_then(Option::as_mut)
+        match self.slots.get_mut(id as usize)? {
+            Some((c, r)) if *c == self.current => Some(r),
+            _ => None,
+        }
     }
 
-    /// Stores the result for node `id`; the one it replaces.
+    /// Stores the result for node `id`; the one of this cycle it replaces.
     fn insert(&mut self, id: u32, result: NodeResult) -> Option<NodeResult> {
         let i = id as usize;
-        if self.0.len() <= i {
-            self.0.resize_with(i + 1, || None);
+        if self.slots.len() <= i {
+            self.slots.resize_with(i + 1, || None);
         }
-        self.0[i].replace(result)
+        let current = self.current;
+        self.slots[i]
+            .replace((current, result))
+            .and_then(|(c, r)| (c == current).then_some(r))
     }
 
     fn remove(&mut self, id: u32) {
-        if let Some(slot) = self.0.get_mut(id as usize) {
+        if let Some(slot) = self.slots.get_mut(id as usize) {
             *slot = None;
         }
     }
 
+    /// Drops every result.
     fn clear(&mut self) {
-        self.0.clear();
+        self.slots.clear();
     }
 
     fn values(&self) -> impl Iterator<Item = &NodeResult> + Clone {
-        self.0.iter().flatten()
+        let current = self.current;
+        self.slots
+            .iter()
+            .filter_map(move |s| s.as_ref().filter(|(c, _)| *c == current).map(|(_, r)| r))
     }
 
     fn values_mut(&mut self) -> impl Iterator<Item = &mut NodeResult> {
-        self.0.iter_mut().flatten()
+        let current = self.current;
+        self.slots
+            .iter_mut()
+            .filter_map(move |s| s.as_mut().filter(|(c, _)| *c == current).map(|(_, r)| r))
     }
 }
 
@@ -434,6 +470,9 @@ pub struct Plugin {
     /// index is rebuilt.
     locks: RefCell<Vec<Option<LockState>>>,
     cycle: Option<Cycle>,
+    /// The results of the last cycle after Bind ended it, for the next cycle to write over
+    /// ([`NodeResults`]).
+    spare_results: NodeResults,
     /// In-flight reservations by pod key (`namespace/name`).
     reservations: BTreeMap<String, Reservation>,
     /// Claims our Bind allocated, with the `resourceVersion` the allocation was recorded on:
@@ -467,6 +506,7 @@ impl Plugin {
             known_values: KnownValues::default(),
             locks: RefCell::new(Vec::new()),
             cycle: None,
+            spare_results: NodeResults::default(),
             reservations: BTreeMap::new(),
             bound_at: HashMap::new(),
             warnings: Vec::new(),
@@ -867,9 +907,59 @@ fn bump(map: &mut crate::FxHashMap<DeviceKey, usize>, key: &DeviceKey, add: bool
 
 #[cfg(test)]
 mod tests {
-    use super::{KnownValues, Plugin};
+    use super::{KnownValues, NodeResult, NodeResults, Plugin};
+    use crate::Status;
     use crate::index::DeviceKey;
     use std::sync::Arc;
+
+    fn result(rank: u32) -> NodeResult {
+        NodeResult {
+            status: Status::success(),
+            allocation: None,
+            variants: Vec::new(),
+            rank,
+            named: false,
+        }
+    }
+
+    /// A new cycle's results start empty although the slots keep the earlier cycle's: an
+    /// earlier result is never read, listed or handed back as replaced, and the cycle numbers
+    /// wrapping around empties the slots.
+    #[test]
+    fn node_results_of_an_earlier_cycle_read_as_empty() {
+        let ranks = |r: &NodeResults| r.values().map(|x| x.rank).collect::<Vec<_>>();
+        let mut r = NodeResults::default();
+        r.next_cycle(4);
+        assert!(r.insert(0, result(10)).is_none());
+        assert!(r.insert(2, result(12)).is_none());
+        assert_eq!(r.insert(2, result(22)).map(|x| x.rank), Some(12), "same cycle: replaced");
+        let rank = |r: &NodeResults, id: u32| r.get(id).map(|x| x.rank);
+        assert_eq!((rank(&r, 2), rank(&r, 1), rank(&r, 9)), (Some(22), None, None));
+        assert_eq!(ranks(&r), [10, 22]);
+        r.next_cycle(4);
+        assert_eq!((rank(&r, 0), rank(&r, 2)), (None, None), "the last cycle's results");
+        assert!(r.get_mut(0).is_none());
+        assert_eq!(ranks(&r), Vec::<u32>::new());
+        assert!(r.insert(2, result(32)).is_none(), "an earlier cycle's result is not handed back");
+        r.values_mut().for_each(|x| x.rank += 1);
+        assert_eq!(ranks(&r), [33]);
+        r.remove(2);
+        assert_eq!((rank(&r, 2), ranks(&r).len()), (None, 0));
+        r.insert(1, result(41));
+        r.clear();
+        assert_eq!(ranks(&r).len(), 0);
+        // The numbers wrap around: the slots written under the last number must not be read
+        // as the first number's.
+        r.insert(3, result(50));
+        r.current = u32::MAX;
+        r.insert(1, result(51));
+        r.next_cycle(4);
+        assert_eq!(r.current, 0);
+        for id in 0..4 {
+            assert!(r.get(id).is_none(), "node {id} after the wrap");
+        }
+        assert_eq!(ranks(&r).len(), 0);
+    }
 
     /// Values are found by claim, request and device; a second Reserve of the same (request,
     /// device) replaces the entry; dropping a claim leaves every other claim's values.
