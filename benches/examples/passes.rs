@@ -41,7 +41,10 @@ fn main() {
         let s = Instant::now();
         let second = filter_codes(engine.as_mut(), &g.cluster.nodes);
         t[2] += s.elapsed();
-        assert_eq!(first, second, "the second pass's verdicts differ from the first's");
+        assert_eq!(
+            first, second,
+            "the second pass's verdicts differ from the first's"
+        );
         if !bare {
             let s = Instant::now();
             rest_of_cycle(engine.as_mut(), &first);
@@ -62,7 +65,10 @@ fn main() {
 }
 
 /// PreScore with the feasible nodes, Score on each, Reserve and Unreserve on the best.
-fn rest_of_cycle(engine: &mut dyn sharing_affinity_host::engine::Engine, codes: &[(String, sharing_affinity_core::Code)]) {
+fn rest_of_cycle(
+    engine: &mut dyn sharing_affinity_host::engine::Engine,
+    codes: &[(String, sharing_affinity_core::Code)],
+) {
     let feasible: Vec<String> = codes
         .iter()
         .filter(|(_, c)| *c == sharing_affinity_core::Code::Success)

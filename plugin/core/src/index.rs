@@ -735,7 +735,9 @@ mod tests {
         assert_eq!(seen, [true; 6]);
         let flags = |pool: &str, name: &str| index.flags(index.by_key[&DeviceKey::new("d", pool, name)]);
         assert!(flags("pa", "counting").node_local && flags("pb", "plain").node_local);
-        assert!(flags("pc", "two-terms").multi_term_selector && flags("pf", "own-two-terms").multi_term_selector);
+        assert!(
+            flags("pc", "two-terms").multi_term_selector && flags("pf", "own-two-terms").multi_term_selector
+        );
         for (pool, name) in [("pe", "one-term"), ("pf", "everywhere"), ("pf", "empty-name")] {
             let f = flags(pool, name);
             assert!(!f.node_local && !f.multi_term_selector, "{pool}/{name}: {f:?}");

@@ -377,7 +377,10 @@ fn filter_results_do_not_pass_to_the_next_cycle() {
         let err = p.score(node).expect_err("not filtered in this cycle");
         assert!(err.reason.contains("called before filter"), "score: {err}");
         let err = p.prescore(&[node.to_string()]);
-        assert!(err.reason.contains("did not pass filter in this cycle"), "prescore: {err}");
+        assert!(
+            err.reason.contains("did not pass filter in this cycle"),
+            "prescore: {err}"
+        );
         let err = p.reserve(node).expect_err("not filtered in this cycle");
         assert!(err.reason.contains("called before filter"), "reserve: {err}");
     };

@@ -1253,7 +1253,10 @@ fn a_multi_term_device_node_selector_fails_filter_after_no_node_local_device() {
         "{status}"
     );
     let status = run(true);
-    assert!(status.is_success(), "a node-local device first pins the claim: {status}");
+    assert!(
+        status.is_success(),
+        "a node-local device first pins the claim: {status}"
+    );
 }
 
 #[test]

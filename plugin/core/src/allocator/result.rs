@@ -160,7 +160,10 @@ impl<'a> Allocator<'a> {
                 return Ok(());
             }
             if flags.multi_term_selector {
-                let n = self.placement(ch.dev).1.map_or(0, |s| s.node_selector_terms.len());
+                let n = self
+                    .placement(ch.dev)
+                    .1
+                    .map_or(0, |s| s.node_selector_terms.len());
                 return Err(format!("unsupported ResourceSlice.NodeSelector with {n} terms"));
             }
         }

@@ -127,6 +127,7 @@ impl Plugin {
                     extended: false,
                     nodes: Default::default(),
                     scoring: None,
+                    any_named: false,
                     cache: Default::default(),
                 };
                 (s, c)
@@ -278,6 +279,7 @@ impl Plugin {
             // The previous cycle's slots, set by `prefilter`.
             nodes: Default::default(),
             scoring: None,
+            any_named: false,
             cache: Default::default(),
         })
     }
@@ -587,12 +589,17 @@ impl Plugin {
                 }
             }
         }
-        for r in cycle.nodes.values_mut() {
-            r.named = false;
+        // Only a second PreScore in the cycle has names to clear: the first does not walk every
+        // node's result (thousands of lines out of the cache at 5,000 nodes).
+        if cycle.any_named {
+            for r in cycle.nodes.values_mut() {
+                r.named = false;
+            }
         }
         for id in ids.into_iter().flatten() {
             if let Some(r) = cycle.nodes.get_mut(id) {
                 r.named = true;
+                cycle.any_named = true;
             }
         }
         let min = ranks.iter().copied().min().unwrap_or(0);

@@ -406,6 +406,8 @@ struct Cycle {
     /// The nodes Score normalises over and their rank range: set by PreScore, or at the first
     /// Score without PreScore (every node that passed Filter; cleared by a later Filter).
     scoring: Option<Scoring>,
+    /// Some result of `nodes` is marked as named by PreScore ([`NodeResult::named`]).
+    any_named: bool,
     /// The allocator's per-cycle caches (what each pending request wants per applicable
     /// extractor set, compiled selectors). The claims' outcomes and the extractors are fixed for
     /// the cycle (a slice change ends it); a DeviceClass change drops the cache.
@@ -932,15 +934,26 @@ mod tests {
         r.next_cycle(4);
         assert!(r.insert(0, result(10)).is_none());
         assert!(r.insert(2, result(12)).is_none());
-        assert_eq!(r.insert(2, result(22)).map(|x| x.rank), Some(12), "same cycle: replaced");
+        assert_eq!(
+            r.insert(2, result(22)).map(|x| x.rank),
+            Some(12),
+            "same cycle: replaced"
+        );
         let rank = |r: &NodeResults, id: u32| r.get(id).map(|x| x.rank);
         assert_eq!((rank(&r, 2), rank(&r, 1), rank(&r, 9)), (Some(22), None, None));
         assert_eq!(ranks(&r), [10, 22]);
         r.next_cycle(4);
-        assert_eq!((rank(&r, 0), rank(&r, 2)), (None, None), "the last cycle's results");
+        assert_eq!(
+            (rank(&r, 0), rank(&r, 2)),
+            (None, None),
+            "the last cycle's results"
+        );
         assert!(r.get_mut(0).is_none());
         assert_eq!(ranks(&r), Vec::<u32>::new());
-        assert!(r.insert(2, result(32)).is_none(), "an earlier cycle's result is not handed back");
+        assert!(
+            r.insert(2, result(32)).is_none(),
+            "an earlier cycle's result is not handed back"
+        );
         r.values_mut().for_each(|x| x.rank += 1);
         assert_eq!(ranks(&r), [33]);
         r.remove(2);
