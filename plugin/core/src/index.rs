@@ -53,25 +53,89 @@ pub type DevIdx = u32;
 /// index, share one or two cache lines, where their [`DeviceEntry`]s (and the device objects
 /// behind them) take one line each. At 5,000 nodes each line a Filter call touches is a likely
 /// cache miss.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, PartialEq, Eq)]
 pub struct DeviceFlags {
     /// [`DeviceEntry::pool`].
     pub pool: u32,
+    bits: u8,
+}
+
+impl DeviceFlags {
+    const ALLOW_MULTIPLE: u8 = 1;
+    const PER_DEVICE: u8 = 1 << 1;
+    const TAINTED: u8 = 1 << 2;
+    const COUNTERS: u8 = 1 << 3;
+    const NODE_LOCAL: u8 = 1 << 4;
+    const MULTI_TERM_SELECTOR: u8 = 1 << 5;
+
+    /// The flags of a device of pool `pool`; see the accessors for each flag.
+    pub fn new(
+        pool: u32,
+        allow_multiple: bool,
+        per_device: bool,
+        tainted: bool,
+        counters: bool,
+        node_local: bool,
+        multi_term_selector: bool,
+    ) -> Self {
+        let bit = |set: bool, b: u8| if set { b } else { 0 };
+        DeviceFlags {
+            pool,
+            bits: bit(allow_multiple, Self::ALLOW_MULTIPLE)
+                | bit(per_device, Self::PER_DEVICE)
+                | bit(tainted, Self::TAINTED)
+                | bit(counters, Self::COUNTERS)
+                | bit(node_local, Self::NODE_LOCAL)
+                | bit(multi_term_selector, Self::MULTI_TERM_SELECTOR),
+        }
+    }
+
     /// [`DeviceData::allow_multiple`].
-    pub allow_multiple: bool,
+    pub fn allow_multiple(self) -> bool {
+        self.bits & Self::ALLOW_MULTIPLE != 0
+    }
+
     /// The device's slice uses `perDeviceNodeSelection`.
-    pub per_device: bool,
+    pub fn per_device(self) -> bool {
+        self.bits & Self::PER_DEVICE != 0
+    }
+
     /// The device has taints (its own or from DeviceTaintRules).
-    pub tainted: bool,
+    pub fn tainted(self) -> bool {
+        self.bits & Self::TAINTED != 0
+    }
+
     /// The device consumes counters.
-    pub counters: bool,
+    pub fn counters(self) -> bool {
+        self.bits & Self::COUNTERS != 0
+    }
+
     /// The device is local to one node: its slice's `nodeName`, or with `perDeviceNodeSelection`
     /// its own non-empty `nodeName`. An allocation with such a device is pinned to the node.
-    pub node_local: bool,
+    pub fn node_local(self) -> bool {
+        self.bits & Self::NODE_LOCAL != 0
+    }
+
     /// Where the device is available is a node selector (the slice's, or the device's own with
     /// `perDeviceNodeSelection`) of more than one term, which an allocation's node selector
     /// cannot be built from (upstream `createNodeSelector`).
-    pub multi_term_selector: bool,
+    pub fn multi_term_selector(self) -> bool {
+        self.bits & Self::MULTI_TERM_SELECTOR != 0
+    }
+}
+
+impl std::fmt::Debug for DeviceFlags {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeviceFlags")
+            .field("pool", &self.pool)
+            .field("allow_multiple", &self.allow_multiple())
+            .field("per_device", &self.per_device())
+            .field("tainted", &self.tainted())
+            .field("counters", &self.counters())
+            .field("node_local", &self.node_local())
+            .field("multi_term_selector", &self.multi_term_selector())
+            .finish()
+    }
 }
 
 /// One device of a pool's current generation: its position and its data, inline (the Filter path
@@ -462,15 +526,15 @@ impl Index {
                             s.spec.node_selector.as_ref(),
                         )
                     };
-                    index.flags.push(DeviceFlags {
-                        pool: pool_idx as u32,
-                        allow_multiple: data.allow_multiple,
+                    index.flags.push(DeviceFlags::new(
+                        pool_idx as u32,
+                        data.allow_multiple,
                         per_device,
-                        tainted: !data.device.taints.is_empty(),
-                        counters: !data.device.consumes_counters.is_empty(),
+                        !data.device.taints.is_empty(),
+                        !data.device.consumes_counters.is_empty(),
                         node_local,
-                        multi_term_selector: selector.is_some_and(|s| s.node_selector_terms.len() > 1),
-                    });
+                        selector.is_some_and(|s| s.node_selector_terms.len() > 1),
+                    ));
                     index.devices.push(DeviceEntry {
                         pool: pool_idx,
                         slice: slice_idx,
@@ -711,41 +775,49 @@ mod tests {
             } else {
                 (slice.node_name.is_some(), slice.node_selector.as_ref())
             };
-            let expected = DeviceFlags {
-                pool: e.pool as u32,
-                allow_multiple: e.allow_multiple,
-                per_device: slice.per_device,
-                tainted: !e.device.taints.is_empty(),
-                counters: !e.device.consumes_counters.is_empty(),
-                node_local,
-                multi_term_selector: selector.is_some_and(|s| s.node_selector_terms.len() > 1),
-            };
-            assert_eq!(index.flags(d), expected, "device {}", e.key);
             let f = index.flags(d);
-            seen = [
-                seen[0] || f.allow_multiple,
-                seen[1] || f.per_device,
-                seen[2] || f.tainted,
-                seen[3] || f.counters,
-                seen[4] || f.node_local,
-                seen[5] || f.multi_term_selector,
+            let got = [
+                f.allow_multiple(),
+                f.per_device(),
+                f.tainted(),
+                f.counters(),
+                f.node_local(),
+                f.multi_term_selector(),
             ];
+            let expected = [
+                e.allow_multiple,
+                slice.per_device,
+                !e.device.taints.is_empty(),
+                !e.device.consumes_counters.is_empty(),
+                node_local,
+                selector.is_some_and(|s| s.node_selector_terms.len() > 1),
+            ];
+            assert_eq!((f.pool, got), (e.pool as u32, expected), "device {}", e.key);
+            for (seen, flag) in seen.iter_mut().zip(got) {
+                *seen |= flag;
+            }
         }
         // Every flag is set on some device and clear on another.
         assert_eq!(seen, [true; 6]);
+        // What the docs promise: a node's eight devices in one or two cache lines.
+        assert_eq!(std::mem::size_of::<DeviceFlags>(), 8);
         let flags = |pool: &str, name: &str| index.flags(index.by_key[&DeviceKey::new("d", pool, name)]);
-        assert!(flags("pa", "counting").node_local && flags("pb", "plain").node_local);
+        assert!(flags("pa", "counting").node_local() && flags("pb", "plain").node_local());
         assert!(
-            flags("pc", "two-terms").multi_term_selector && flags("pf", "own-two-terms").multi_term_selector
+            flags("pc", "two-terms").multi_term_selector()
+                && flags("pf", "own-two-terms").multi_term_selector()
         );
         for (pool, name) in [("pe", "one-term"), ("pf", "everywhere"), ("pf", "empty-name")] {
             let f = flags(pool, name);
-            assert!(!f.node_local && !f.multi_term_selector, "{pool}/{name}: {f:?}");
+            assert!(
+                !f.node_local() && !f.multi_term_selector(),
+                "{pool}/{name}: {f:?}"
+            );
         }
         assert!(
             !index
                 .flags(index.by_key[&DeviceKey::new("d", "pb", "plain")])
-                .per_device
+                .per_device()
         );
     }
 

@@ -19,7 +19,7 @@ impl<'a> Allocator<'a> {
             return Ok(None);
         }
         let index = self.input.index;
-        if !index.flags(d).allow_multiple || !self.input.extractors.pool_has_affinity(index, d) {
+        if !index.flags(d).allow_multiple() || !self.input.extractors.pool_has_affinity(index, d) {
             return Ok(None);
         }
         let extractors = self.input.extractors;

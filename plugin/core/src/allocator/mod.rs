@@ -333,7 +333,7 @@ impl Allocation {
         // A device's points, `None` when it is neutral.
         let points = |ch: &Chosen| -> Option<u32> {
             let neutral = ch.admin
-                || !index.flags(ch.dev).allow_multiple
+                || !index.flags(ch.dev).allow_multiple()
                 || !extractors.pool_has_affinity(index, ch.dev);
             (!neutral).then_some(match (&ch.affinity, ch.joined_lock) {
                 (Some(_), true) => 2,

@@ -57,7 +57,7 @@ impl<'a> Allocator<'a> {
                 // (a dense table: most devices of a node are not locked).
                 let joined = match self.lock(d) {
                     LockState::Locked(l) => {
-                        index.flags(d).allow_multiple
+                        index.flags(d).allow_multiple()
                             && self.input.extractors.pool_has_affinity(index, d)
                             && matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
                     }

@@ -156,10 +156,10 @@ impl<'a> Allocator<'a> {
         // likely cache misses per Filter call at 5,000 nodes); the slice is read for the message.
         for ch in chosen {
             let flags = self.input.index.flags(ch.dev);
-            if flags.node_local {
+            if flags.node_local() {
                 return Ok(());
             }
-            if flags.multi_term_selector {
+            if flags.multi_term_selector() {
                 let n = self
                     .placement(ch.dev)
                     .1

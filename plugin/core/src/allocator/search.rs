@@ -203,7 +203,7 @@ impl<'a> Allocator<'a> {
         let entry = index.device(d);
         let flags = index.flags(d);
         let rd = &self.reqs[r.claim][r.request][r.sub];
-        let ama = flags.allow_multiple;
+        let ama = flags.allow_multiple();
         if !ama
             && rd.admin
             && self
@@ -219,7 +219,7 @@ impl<'a> Allocator<'a> {
         }
         let fields = self.fields(rd);
         // The device object is read only when the flags say it has taints (or counters, below).
-        if flags.tainted && !all_taints_ok(entry, fields.tolerations) {
+        if flags.tainted() && !all_taints_ok(entry, fields.tolerations) {
             return Ok(None);
         }
         if self.capacity_fits(rd, d) != Some(true) {
@@ -246,7 +246,7 @@ impl<'a> Allocator<'a> {
         // Counters: consumed once per multi-allocatable device.
         let skip_counters = ama && self.capacity_in_use(d);
         let mut counters_pool = None;
-        if !skip_counters && flags.counters {
+        if !skip_counters && flags.counters() {
             self.init_counters(entry.pool);
             if !self
                 .counters
@@ -416,7 +416,7 @@ pub(super) fn selectable(input: &Input<'_>, rd: &ReqData, d: DevIdx) -> Result<b
             return Ok(false);
         }
     }
-    if index.flags(d).per_device {
+    if index.flags(d).per_device() {
         let entry = entry();
         return device_node_matches(input.node, &entry.device)
             .map_err(|e| format!("device {}: {e}", entry.key));
