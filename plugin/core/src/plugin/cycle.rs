@@ -317,12 +317,8 @@ impl Plugin {
         if let Some(id) = node
             && let Some(c) = &mut self.cycle
         {
-            // A node Filtered again keeps its place among the nodes PreScore named.
-            if c.nodes.insert(id, result).is_some_and(|old| old.named)
-                && let Some(r) = c.nodes.get_mut(id)
-            {
-                r.named = true;
-            }
+            // A node Filtered again keeps its place among the nodes PreScore named (`insert`).
+            c.nodes.insert(id, result);
             if c.scoring.as_ref().is_some_and(|s| !s.named) {
                 c.scoring = None;
             }

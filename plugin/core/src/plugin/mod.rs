@@ -354,16 +354,21 @@ impl NodeResults {
         }
     }
 
-    /// Stores the result for node `id`; the one of this cycle it replaces.
-    fn insert(&mut self, id: u32, result: NodeResult) -> Option<NodeResult> {
+    /// Stores the result for node `id`, in place of the slot's earlier one. A node Filtered again
+    /// in the same cycle keeps its place among the nodes PreScore named.
+    fn insert(&mut self, id: u32, mut result: NodeResult) {
         let i = id as usize;
         if self.slots.len() <= i {
             self.slots.resize_with(i + 1, || None);
         }
         let current = self.current;
-        self.slots[i]
-            .replace((current, result))
-            .and_then(|(c, r)| (c == current).then_some(r))
+        let slot = &mut self.slots[i];
+        if let Some((c, old)) = slot
+            && *c == current
+        {
+            result.named |= old.named;
+        }
+        *slot = Some((current, result));
     }
 
     fn remove(&mut self, id: u32) {
@@ -925,19 +930,20 @@ mod tests {
     }
 
     /// A new cycle's results start empty although the slots keep the earlier cycle's: an
-    /// earlier result is never read, listed or handed back as replaced, and the cycle numbers
-    /// wrapping around empties the slots.
+    /// earlier result is never read or listed, its named mark does not pass to the new result,
+    /// and the cycle numbers wrapping around empties the slots.
     #[test]
     fn node_results_of_an_earlier_cycle_read_as_empty() {
         let ranks = |r: &NodeResults| r.values().map(|x| x.rank).collect::<Vec<_>>();
         let mut r = NodeResults::default();
         r.next_cycle(4);
-        assert!(r.insert(0, result(10)).is_none());
-        assert!(r.insert(2, result(12)).is_none());
-        assert_eq!(
-            r.insert(2, result(22)).map(|x| x.rank),
-            Some(12),
-            "same cycle: replaced"
+        r.insert(0, result(10));
+        r.insert(2, result(12));
+        r.get_mut(2).expect("stored").named = true;
+        r.insert(2, result(22));
+        assert!(
+            r.get(2).is_some_and(|x| x.named),
+            "same cycle: the named mark is kept"
         );
         let rank = |r: &NodeResults, id: u32| r.get(id).map(|x| x.rank);
         assert_eq!((rank(&r, 2), rank(&r, 1), rank(&r, 9)), (Some(22), None, None));
@@ -950,9 +956,11 @@ mod tests {
         );
         assert!(r.get_mut(0).is_none());
         assert_eq!(ranks(&r), Vec::<u32>::new());
+        // Slot 2 still holds the last cycle's result, marked named.
+        r.insert(2, result(32));
         assert!(
-            r.insert(2, result(32)).is_none(),
-            "an earlier cycle's result is not handed back"
+            r.get(2).is_some_and(|x| !x.named),
+            "an earlier cycle's named mark is not kept"
         );
         r.values_mut().for_each(|x| x.rank += 1);
         assert_eq!(ranks(&r), [33]);
