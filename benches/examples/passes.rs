@@ -15,7 +15,8 @@
 
 use std::time::{Duration, Instant};
 
-use sharing_affinity_benches::{cycle, engine_named, filter_codes, generated, load_checked};
+use sharing_affinity_benches::{cycle, engine_named, filter_codes, finish_cycle, generated, load_checked};
+use sharing_affinity_core::Code;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,7 +48,15 @@ fn main() {
         );
         if !bare {
             let s = Instant::now();
-            rest_of_cycle(engine.as_mut(), &first);
+            let feasible: Vec<String> = first
+                .iter()
+                .filter(|(_, c)| *c == Code::Success)
+                .map(|(n, _)| n.clone())
+                .collect();
+            assert!(
+                finish_cycle(engine.as_mut(), &feasible).is_some(),
+                "no feasible node"
+            );
             t[3] += s.elapsed();
         }
     }
@@ -62,28 +71,4 @@ fn main() {
         per_node(t[2]),
         per_cycle(t[3]),
     );
-}
-
-/// PreScore with the feasible nodes, Score on each, Reserve and Unreserve on the best.
-fn rest_of_cycle(
-    engine: &mut dyn sharing_affinity_host::engine::Engine,
-    codes: &[(String, sharing_affinity_core::Code)],
-) {
-    let feasible: Vec<String> = codes
-        .iter()
-        .filter(|(_, c)| *c == sharing_affinity_core::Code::Success)
-        .map(|(n, _)| n.clone())
-        .collect();
-    let status = engine.prescore(&feasible);
-    assert!(status.is_success(), "prescore: {status}");
-    let mut best: Option<(u32, &String)> = None;
-    for node in &feasible {
-        let score = engine.score(node).expect("score of a feasible node");
-        if best.is_none_or(|(b, _)| score > b) {
-            best = Some((score, node));
-        }
-    }
-    let (_, node) = best.expect("a feasible node");
-    engine.reserve(node).expect("reserve on the best node");
-    engine.unreserve(node);
 }

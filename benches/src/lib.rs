@@ -228,13 +228,20 @@ pub fn cycle(engine: &mut dyn Engine, pod: &str, nodes: &[String]) -> Option<Str
         .filter(|n| engine.filter(n).is_success())
         .cloned()
         .collect();
+    finish_cycle(engine, &feasible)
+}
+
+/// The rest of a cycle after Filter: PreScore with the `feasible` nodes, Score on each, Reserve on
+/// the best (highest score, ties to the first node), then Unreserve. Returns the node chosen
+/// (`None` when no node is feasible).
+pub fn finish_cycle(engine: &mut dyn Engine, feasible: &[String]) -> Option<String> {
     if feasible.is_empty() {
         return None;
     }
-    let status = engine.prescore(&feasible);
-    assert!(status.is_success(), "prescore of {pod}: {status}");
+    let status = engine.prescore(feasible);
+    assert!(status.is_success(), "prescore: {status}");
     let mut best: Option<(u32, &String)> = None;
-    for node in &feasible {
+    for node in feasible {
         let score = engine.score(node).expect("score of a feasible node");
         if best.is_none_or(|(b, _)| score > b) {
             best = Some((score, node));
