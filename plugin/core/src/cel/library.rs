@@ -88,6 +88,12 @@ fn build() -> Result<Env, DeclarationError> {
         regex_matches,
     )?;
 
+    // `matches` with a pattern computed at run time, compiled on each call as cel-go does (the
+    // crate's own overloads are not built: its `regex` feature would pull in regex's `perf`
+    // engines, which the guests cannot afford in size).
+    env.add_member_overload("matches", "matches_string", str_(), vec![str_()], text_matches)?;
+    env.add_overload("matches", "matches", vec![str_(), str_()], text_matches)?;
+
     env.add_macro(Macro::receiver("bind", 3, bind_macro))?;
     cost::register(&mut env)?;
     Ok(env)
@@ -285,6 +291,16 @@ fn regex_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let text = arg::<CelString>("matches", &args, 0)?;
     let regex = arg::<RegexVal>("matches", &args, 1)?;
     owned(CelBool::from(regex.0.is_match(text.inner())))
+}
+
+fn text_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
+    let text = arg::<CelString>("matches", &args, 0)?;
+    let pattern = arg::<CelString>("matches", &args, 1)?;
+    let regex = regex::Regex::new(pattern.inner()).map_err(|e| ExecutionError::FunctionError {
+        function: "matches".to_owned(),
+        message: format!("invalid regular expression {:?}: {e}", pattern.inner()),
+    })?;
+    owned(CelBool::from(regex.is_match(text.inner())))
 }
 
 /// `cel.bind(var, init, expr)`: a comprehension over an empty list whose accumulator, `var`, is

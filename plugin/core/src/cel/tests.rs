@@ -397,8 +397,32 @@ fn device_attributes_capacity_and_domains() {
         (
             r#"device.driver.matches(device.attributes["dra.example.com"].badre)"#,
             "gpu",
-            Runtime("regex"),
+            Runtime("invalid regular expression \"[\""),
             "a bad computed pattern is a runtime error",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].model.matches("^" + device.attributes["dra.example.com"].model.substring(0, 4) + "-[A-Z]+$")"#,
+            "gpu",
+            True,
+            "a computed pattern, member form",
+        ),
+        (
+            r#"matches(device.driver, device.attributes["dra.example.com"].model)"#,
+            "gpu",
+            False,
+            "a computed pattern, global form, no match",
+        ),
+        (
+            r#"matches(device.attributes["dra.example.com"].model, "^\\p{Lu}[\\p{Nd}]+-" + "\\p{Latin}+$")"#,
+            "gpu",
+            True,
+            "Unicode classes in a computed pattern",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].model.matches("^\\p{Greek}")"#,
+            "gpu",
+            False,
+            "Unicode scripts in a constant pattern",
         ),
         (
             r#"matches(device.driver, "^dra\\.") && [device.driver].exists(d, d.matches("com$"))"#,
