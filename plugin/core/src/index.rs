@@ -13,8 +13,8 @@ use std::sync::Arc;
 
 use crate::cel::{CelCache, CelDevice};
 use crate::model::{
-    self, AttributeValue, CapacityRequestPolicy, DeviceCapacity, Map, Node, NodeSelector, ResourceSlice,
-    SharingAffinityExtractor,
+    self, AttributeValue, CapacityRequestPolicy, Device, DeviceCapacity, Map, Node, NodeSelector,
+    ResourceSlice, SharingAffinityExtractor,
 };
 use crate::node_selector;
 use crate::quantity::Quantity;
@@ -295,6 +295,39 @@ pub struct SliceEntry {
     pub devices: Vec<DevIdx>,
 }
 
+impl SliceEntry {
+    /// Where `device`, one of this slice's, is available: see [`placement`].
+    pub fn placement<'a>(&'a self, device: &'a Device) -> (bool, Option<&'a NodeSelector>) {
+        placement(
+            self.per_device,
+            device,
+            self.node_name.as_deref(),
+            self.node_selector.as_ref(),
+        )
+    }
+}
+
+/// Where a device is available, as upstream's allocator builds a claim's node selector from it:
+/// whether a non-empty `nodeName` pins it to one node, and the node selector that limits it, if
+/// any. Under `perDeviceNodeSelection` both come from the device, otherwise from its slice. The
+/// device flags ([`DeviceFlags::node_local`], [`DeviceFlags::multi_term_selector`]) and the
+/// allocator's node selector both read it here.
+pub fn placement<'a>(
+    per_device: bool,
+    device: &'a Device,
+    slice_node_name: Option<&str>,
+    slice_selector: Option<&'a NodeSelector>,
+) -> (bool, Option<&'a NodeSelector>) {
+    if per_device {
+        (
+            device.node_name.as_deref().is_some_and(|n| !n.is_empty()),
+            device.node_selector.as_ref(),
+        )
+    } else {
+        (slice_node_name.is_some_and(|n| !n.is_empty()), slice_selector)
+    }
+}
+
 /// A sharing-affinity extractor in effect for a pool.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PoolExtractor {
@@ -514,18 +547,12 @@ impl Index {
                     };
                     index.by_key.entry(key).or_insert(idx);
                     let per_device = s.spec.per_device_node_selection.unwrap_or(false);
-                    // Where the device is available: as `placement` in the allocator reads it.
-                    let (node_local, selector) = if per_device {
-                        (
-                            data.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
-                            data.device.node_selector.as_ref(),
-                        )
-                    } else {
-                        (
-                            s.spec.node_name.as_ref().is_some_and(|n| !n.is_empty()),
-                            s.spec.node_selector.as_ref(),
-                        )
-                    };
+                    let (node_local, selector) = placement(
+                        per_device,
+                        &data.device,
+                        s.spec.node_name.as_deref(),
+                        s.spec.node_selector.as_ref(),
+                    );
                     index.flags.push(DeviceFlags::new(
                         pool_idx as u32,
                         data.allow_multiple,
@@ -767,14 +794,7 @@ mod tests {
             let e = index.device(d);
             let slice = &index.pools[e.pool].slices[e.slice];
             // Where the device is available, as the allocator builds a node selector from it.
-            let (node_local, selector) = if slice.per_device {
-                (
-                    e.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
-                    e.device.node_selector.as_ref(),
-                )
-            } else {
-                (slice.node_name.is_some(), slice.node_selector.as_ref())
-            };
+            let (node_local, selector) = slice.placement(&e.device);
             let f = index.flags(d);
             let got = [
                 f.allow_multiple(),

@@ -137,15 +137,7 @@ impl<'a> Allocator<'a> {
     fn placement(&self, dev: crate::index::DevIdx) -> (bool, Option<&NodeSelector>) {
         let index = self.input.index;
         let entry = index.device(dev);
-        let slice = &index.pools[entry.pool].slices[entry.slice];
-        if slice.per_device {
-            (
-                entry.device.node_name.as_ref().is_some_and(|n| !n.is_empty()),
-                entry.device.node_selector.as_ref(),
-            )
-        } else {
-            (slice.node_name.is_some(), slice.node_selector.as_ref())
-        }
+        index.pools[entry.pool].slices[entry.slice].placement(&entry.device)
     }
 
     /// The error [`Allocator::node_selector`] gives for `chosen`, without building the selector
