@@ -95,7 +95,7 @@ fn precompile_regexes(expr: &mut IdedExpr, regexes: &mut Vec<RegexVal>) -> Resul
             if let Some(pattern) = pattern
                 && let Expr::Literal(LiteralValue::String(text)) = &pattern.expr
             {
-                let regex = regex::Regex::new(text.inner()).map_err(|e| {
+                let regex = super::re2::compile(text.inner()).map_err(|e| {
                     compile_error(format!("invalid regular expression {:?}: {e}", text.inner()))
                 })?;
                 pattern.expr = Expr::Ident(format!("{REGEX_VAR}{}", regexes.len()));

@@ -9,6 +9,9 @@
 //! - `semver(string)`, `semver(string, bool)` (normalize), `isSemver(string[, bool])`; on a
 //!   version: `major()`, `minor()`, `patch()`, `compareTo`, `isGreaterThan`, `isLessThan`.
 //! - `cel.bind(var, init, expr)`.
+//! - `matches(string, string)` and `string.matches(string)`, as cel-go's `matches` over Go's
+//!   `regexp` ([`super::re2`]): a constant pattern is compiled with the expression, a computed one
+//!   on each call.
 
 use std::cmp::Ordering;
 use std::sync::{Arc, LazyLock};
@@ -88,9 +91,9 @@ fn build() -> Result<Env, DeclarationError> {
         regex_matches,
     )?;
 
-    // `matches` with a pattern computed at run time, compiled on each call as cel-go does (the
-    // crate's own overloads are not built: its `regex` feature would pull in regex's `perf`
-    // engines, which the guests cannot afford in size).
+    // `matches` with a pattern computed at run time, compiled on each call as cel-go does. The
+    // crate's own overloads are not built: they read patterns with Unicode Perl classes, and its
+    // `regex` feature would pull in regex's `perf` engines, which the guests cannot afford.
     env.add_member_overload("matches", "matches_string", str_(), vec![str_()], text_matches)?;
     env.add_overload("matches", "matches", vec![str_(), str_()], text_matches)?;
 
@@ -296,7 +299,7 @@ fn regex_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
 fn text_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
     let text = arg::<CelString>("matches", &args, 0)?;
     let pattern = arg::<CelString>("matches", &args, 1)?;
-    let regex = regex::Regex::new(pattern.inner()).map_err(|e| ExecutionError::FunctionError {
+    let regex = super::re2::compile(pattern.inner()).map_err(|e| ExecutionError::FunctionError {
         function: "matches".to_owned(),
         message: format!("invalid regular expression {:?}: {e}", pattern.inner()),
     })?;

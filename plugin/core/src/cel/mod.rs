@@ -22,6 +22,7 @@ mod compile;
 mod cost;
 mod instrument;
 mod library;
+mod re2;
 mod semver;
 mod values;
 

@@ -419,6 +419,18 @@ fn device_attributes_capacity_and_domains() {
             "Unicode classes in a computed pattern",
         ),
         (
+            r#""٣٤".matches("^\\d+$") || matches("٣٤", "^\\w" + "+$") || "é".matches("\\bé")"#,
+            "gpu",
+            False,
+            "Perl classes and word boundaries are ASCII, as in Go (constant and computed patterns)",
+        ),
+        (
+            r#""34".matches("^\\d+$") && matches("a_1", "^\\w" + "+$") && "xé".matches("\\bé")"#,
+            "gpu",
+            True,
+            "Perl classes and word boundaries on ASCII text",
+        ),
+        (
             r#"device.attributes["dra.example.com"].model.matches("^\\p{Greek}")"#,
             "gpu",
             False,
