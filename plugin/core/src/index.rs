@@ -238,19 +238,16 @@ impl DeviceData {
     /// device (most of the index's memory at 40,000 devices). Callers that evaluate several
     /// expressions on one device build it once for all of them.
     pub fn cel(&self, driver: &str) -> Result<CelDevice, String> {
-        let mut attrs = BTreeMap::new();
-        for (name, value) in self.device.attributes.iter() {
-            match value.as_value() {
-                Some(v) => {
-                    attrs.insert(name.to_string(), v.clone());
-                }
-                None => return Err(format!("attribute {name}: unsupported attribute value")),
-            }
+        let attributes = &self.device.attributes;
+        if let Some((name, _)) = attributes.iter().find(|(_, v)| v.as_value().is_none()) {
+            return Err(format!("attribute {name}: unsupported attribute value"));
         }
-        Ok(CelDevice::new(
+        Ok(CelDevice::from_entries(
             driver,
-            &attrs,
-            &self.capacity_values(),
+            attributes
+                .iter()
+                .filter_map(|(name, v)| Some((&**name, v.as_value()?))),
+            self.device.capacity.iter().map(|(k, c)| (k.as_str(), &c.value)),
             self.allow_multiple,
         ))
     }

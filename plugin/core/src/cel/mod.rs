@@ -83,6 +83,23 @@ impl CelDevice {
         capacity: &BTreeMap<String, Quantity>,
         allow_multiple_allocations: bool,
     ) -> Self {
+        Self::from_entries(
+            driver,
+            attributes.iter().map(|(k, v)| (k.as_str(), v)),
+            capacity.iter().map(|(k, q)| (k.as_str(), q)),
+            allow_multiple_allocations,
+        )
+    }
+
+    /// Prepares a device from its attributes and capacities as borrowed (name, value) pairs, in
+    /// any order; a repeated name keeps its last value. Nothing is copied on the way but the
+    /// values into CEL's form.
+    pub fn from_entries<'a>(
+        driver: &'a str,
+        attributes: impl IntoIterator<Item = (&'a str, &'a AttributeValue)>,
+        capacity: impl IntoIterator<Item = (&'a str, &'a Quantity)>,
+        allow_multiple_allocations: bool,
+    ) -> Self {
         CelDevice {
             value: values::device_value(driver, attributes, capacity, allow_multiple_allocations),
         }

@@ -1158,3 +1158,69 @@ fn loops_are_charged_per_iteration() {
     let large = min_limit(r#"cel.bind(d, device.attributes["dra.example.com"], size(d) > 0)"#);
     assert_eq!(small, large, "device maps are shared, not copied");
 }
+
+/// A device prepared from borrowed entries in any order reads as one prepared from sorted maps;
+/// a name given twice keeps its last value, also when the short and the qualified form of the
+/// driver's domain meet (the qualified form sorts first, so the short one wins, as in a map).
+#[test]
+fn devices_prepared_from_entries_in_any_order() {
+    let s = |v: &str| A::String(v.into());
+    let (model, qualified, numa, flag) = (s("A100"), s("H100"), A::Int(1), A::Bool(true));
+    let (mem, cores) = (q("80Gi"), q("16"));
+    let shuffled = CelDevice::from_entries(
+        "dra.example.com",
+        [
+            ("other.example.com/flag", &flag),
+            ("model", &model),
+            ("dra.example.com/numa", &numa),
+            ("dra.example.com/model", &qualified),
+            ("model", &model),
+        ],
+        [("memory", &mem), ("other.example.com/cores", &cores)],
+        true,
+    );
+    let sorted = device(
+        "dra.example.com",
+        &[
+            ("dra.example.com/model", qualified.clone()),
+            ("dra.example.com/numa", numa.clone()),
+            ("model", model.clone()),
+            ("other.example.com/flag", flag.clone()),
+        ],
+        &[("memory", "80Gi"), ("other.example.com/cores", "16")],
+        true,
+    );
+    let devices = BTreeMap::from([("shuffled", shuffled), ("sorted", sorted)]);
+    let cases: Vec<(&str, &str, Want, &str)> = ["shuffled", "sorted"]
+        .into_iter()
+        .flat_map(|d| {
+            [
+                (
+                    r#"device.attributes["dra.example.com"].model == "A100" && device.attributes["dra.example.com"].numa == 1"#,
+                    d,
+                    True,
+                    "the driver's domain, short name last",
+                ),
+                (
+                    r#"device.attributes["other.example.com"].flag && device.capacity["other.example.com"].cores.compareTo(quantity("16")) == 0"#,
+                    d,
+                    True,
+                    "another domain",
+                ),
+                (
+                    r#"device.capacity["dra.example.com"].memory.isGreaterThan(quantity("64Gi")) && device.allowMultipleAllocations"#,
+                    d,
+                    True,
+                    "capacity in the driver's domain",
+                ),
+                (
+                    r#"size(device.attributes["dra.example.com"]) == 2 && !("flag" in device.attributes["dra.example.com"]) && size(device.attributes["none.example.com"]) == 0"#,
+                    d,
+                    True,
+                    "each domain holds its own names; an unknown domain is empty",
+                ),
+            ]
+        })
+        .collect();
+    check(&CelCache::new(), &devices, &cases);
+}

@@ -2,7 +2,7 @@
 //! shared string-keyed maps that hold a prepared device.
 
 use std::any::Any;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cel::ExecutionError;
@@ -115,9 +115,20 @@ impl StrMap {
     /// A map of `entries` (a repeated key keeps its last value). With `default`, looking up a
     /// missing key yields `default` instead of a "no such key" error; `in` and iteration still
     /// only see the real keys.
-    pub(crate) fn new(entries: Vec<(String, Box<dyn Val>)>, default: Option<StrMap>) -> StrMap {
-        let sorted: BTreeMap<String, Box<dyn Val>> = entries.into_iter().collect();
-        let (keys, values) = sorted.into_iter().map(|(k, v)| (CelString::from(k), v)).unzip();
+    pub(crate) fn new(mut entries: Vec<(String, Box<dyn Val>)>, default: Option<StrMap>) -> StrMap {
+        // A stable sort keeps a repeated key's entries in order; the last of each run wins.
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut keys: Vec<CelString<'static>> = Vec::with_capacity(entries.len());
+        let mut values: Vec<Box<dyn Val>> = Vec::with_capacity(entries.len());
+        for (key, value) in entries {
+            match (keys.last(), values.last_mut()) {
+                (Some(last), Some(slot)) if last.inner() == key.as_str() => *slot = value,
+                _ => {
+                    keys.push(CelString::from(key));
+                    values.push(value);
+                }
+            }
+        }
         StrMap(Arc::new(StrMapInner {
             keys,
             values,
@@ -299,37 +310,47 @@ fn attribute_val(name: &str, value: &AttributeValue) -> Result<Box<dyn Val>, Str
 }
 
 /// `map[domain]map[id]value`, with unknown domains giving an empty map.
-fn domain_map(driver: &str, entries: impl Iterator<Item = (String, Box<dyn Val>)>) -> StrMap {
-    let mut domains: BTreeMap<String, Vec<Entry>> = BTreeMap::new();
+fn domain_map<'a>(driver: &'a str, entries: impl Iterator<Item = (&'a str, Box<dyn Val>)>) -> StrMap {
+    // A device names one or two domains: a list searched in place beats a tree of them.
+    let mut domains: Vec<(&str, Vec<Entry>)> = Vec::new();
     for (name, value) in entries {
-        let (domain, id) = split_qualified(&name, driver);
-        domains
-            .entry(domain.to_owned())
-            .or_default()
-            .push((id.to_owned(), value));
+        let (domain, id) = split_qualified(name, driver);
+        let at = match domains.iter().position(|(d, _)| *d == domain) {
+            Some(at) => at,
+            None => {
+                domains.push((domain, Vec::new()));
+                domains.len() - 1
+            }
+        };
+        domains[at].1.push((id.to_owned(), value));
     }
     let inner = domains
         .into_iter()
-        .map(|(domain, ids)| (domain, Box::new(StrMap::new(ids, None)) as Box<dyn Val>))
+        .map(|(domain, ids)| {
+            (
+                domain.to_owned(),
+                Box::new(StrMap::new(ids, None)) as Box<dyn Val>,
+            )
+        })
         .collect();
     StrMap::new(inner, Some(StrMap::new(Vec::new(), None)))
 }
 
 /// The `device` variable of a selector, or why the device cannot be evaluated (as upstream,
 /// an attribute that does not convert fails every evaluation on that device).
-pub(crate) fn device_value(
-    driver: &str,
-    attributes: &BTreeMap<String, AttributeValue>,
-    capacity: &BTreeMap<String, Quantity>,
+pub(crate) fn device_value<'a>(
+    driver: &'a str,
+    attributes: impl IntoIterator<Item = (&'a str, &'a AttributeValue)>,
+    capacity: impl IntoIterator<Item = (&'a str, &'a Quantity)>,
     allow_multiple_allocations: bool,
 ) -> Result<StrMap, String> {
     let attributes = attributes
-        .iter()
-        .map(|(name, value)| Ok((name.clone(), attribute_val(name, value)?)))
+        .into_iter()
+        .map(|(name, value)| Ok((name, attribute_val(name, value)?)))
         .collect::<Result<Vec<_>, String>>()?;
     let capacity = capacity
-        .iter()
-        .map(|(name, q)| (name.clone(), Box::new(QuantityVal(q.clone())) as Box<dyn Val>));
+        .into_iter()
+        .map(|(name, q)| (name, Box::new(QuantityVal(q.clone())) as Box<dyn Val>));
     Ok(StrMap::new(
         vec![
             ("driver".to_owned(), Box::new(CelString::from(driver.to_owned()))),
