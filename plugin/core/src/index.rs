@@ -265,15 +265,6 @@ impl DeviceData {
         }
         attributes.get(id).map(|v| v.as_value().ok_or(()))
     }
-
-    /// Capacity values by name (the CEL input's `device.capacity`).
-    pub fn capacity_values(&self) -> BTreeMap<String, Quantity> {
-        self.device
-            .capacity
-            .iter()
-            .map(|(k, v)| (k.clone(), v.value.clone()))
-            .collect()
-    }
 }
 
 /// One slice of a pool's current generation (device slices and counter slices).
@@ -948,8 +939,8 @@ mod tests {
         assert_eq!(get("other.example.com/zz"), None, "another domain");
         assert_eq!(get("aa"), None);
         assert!(Arc::ptr_eq(&dev.device, &stored[0].spec.devices[0]));
-        let caps = dev.capacity_values();
-        assert_eq!(caps["mem"], "2Gi".parse::<Quantity>().unwrap());
+        let mem = dev.device.capacity.get("mem").map(|c| &c.value);
+        assert_eq!(mem, Some(&"2Gi".parse::<Quantity>().unwrap()));
     }
 
     #[test]
