@@ -95,9 +95,10 @@ impl Config {
         if text.trim().is_empty() {
             return Ok(Config::default());
         }
-        let mut de = serde_json::Deserializer::from_str(text);
-        let config: Config = serde_path_to_error::deserialize(&mut de)
-            .map_err(|e| Error::Config(format!("field {}: {}", e.path(), e.inner())))?;
+        let config: Config = crate::json::from_text(text).map_err(|e| {
+            let path = if e.path.is_empty() { "." } else { &e.path };
+            Error::Config(format!("field {path}: {}", e.error))
+        })?;
         let cache = CelCache::new();
         for (i, ex) in config.sharing_affinity.iter().enumerate() {
             let at = format!("sharingAffinity[{i}]");

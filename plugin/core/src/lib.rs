@@ -5,7 +5,8 @@
 //! `plugin/guest` and the native engine in `host/` call the cycle API in [`plugin`].
 //!
 //! Layers, from the API objects to the scheduler contract:
-//! - [`quantity`], [`model`], [`object`]: Kubernetes JSON in, exact quantities, named errors.
+//! - [`quantity`], [`model`], [`object`], [`json`]: Kubernetes JSON in, exact quantities, named
+//!   errors.
 //! - [`cel`]: device selectors and affinity extractors with the Kubernetes CEL functions.
 //! - [`index`]: the compact internal representation (interned names, device indexes).
 //! - [`allocator`] with [`capacity`], [`constraints`], [`counters`], [`affinity`]: the backtracking
@@ -23,6 +24,7 @@ pub mod constraints;
 pub mod counters;
 pub mod error;
 pub mod index;
+pub mod json;
 pub mod map;
 pub mod model;
 pub mod node_selector;

@@ -310,10 +310,7 @@ fn decode_fast(json: &str) -> Option<Object> {
         return None;
     }
     fn text<T: DeserializeOwned>(json: &str) -> Option<T> {
-        let mut de = serde_json::Deserializer::from_str(json);
-        let value = T::deserialize(&mut de).ok()?;
-        de.end().ok()?;
-        Some(value)
+        crate::json::from_text(json).ok()
     }
     Some(match kind {
         Kind::Node => Object::Node(Box::new(text(json)?)),
@@ -404,15 +401,21 @@ pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error
     Ok(Some(object))
 }
 
+/// The typed object, read from the value's text by the one deserializer of [`decode_str`]'s
+/// one-pass path, so that each type's decoding is compiled once. The text is the value written
+/// out: its keys are unique (the last of a repeated key won when the value was parsed, as in Go)
+/// and in the value's order, the order in which a bad field was found before.
 fn typed<T: DeserializeOwned>(value: Value, label: &str) -> Result<T, Error> {
-    serde_path_to_error::deserialize(value).map_err(|e| {
-        let path = e.path().to_string();
-        let inner = e.into_inner().to_string();
-        Error::Field {
-            object: label.to_string(),
-            path: if path == "." { "(root)".into() } else { path },
-            reason: inner,
-        }
+    let text = value.to_string();
+    drop(value);
+    crate::json::from_text(&text).map_err(|e| Error::Field {
+        object: label.to_string(),
+        path: if e.path.is_empty() {
+            "(root)".into()
+        } else {
+            e.path.clone()
+        },
+        reason: e.message(),
     })
 }
 
@@ -430,6 +433,7 @@ fn kind_of(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
 
     #[test]
     fn loads_list_and_stream_and_single() {
@@ -567,6 +571,132 @@ mod tests {
             let got = decode_str(json, 3);
             assert_eq!(format!("{got:?}"), format!("{expected:?}"), "{json}");
         }
+    }
+
+    /// The paths and messages of bad fields are the ones the path-tracking deserializer over a
+    /// `Value` gave (serde_path_to_error, the core's decoder before `json::path_at`): every node
+    /// of recorded objects of every kind is replaced by values of the wrong types, and an unknown
+    /// member is added to every object node.
+    #[test]
+    fn bad_fields_are_named_as_the_path_tracking_decoder_named_them() {
+        fn tracked<T: DeserializeOwned>(value: Value, label: &str) -> Result<T, Error> {
+            serde_path_to_error::deserialize(value).map_err(|e| {
+                let path = e.path().to_string();
+                Error::Field {
+                    object: label.to_string(),
+                    path: if path == "." { "(root)".into() } else { path },
+                    reason: e.into_inner().to_string(),
+                }
+            })
+        }
+        fn oracle(value: Value) -> Result<Object, Error> {
+            let label = "the object";
+            Ok(match value["kind"].as_str().unwrap() {
+                "Node" => Object::Node(Box::new(tracked(value, label)?)),
+                "Pod" => Object::Pod(Box::new(tracked(value, label)?)),
+                "ResourceSlice" => Object::ResourceSlice(Box::new(tracked(value, label)?)),
+                "DeviceClass" => Object::DeviceClass(Box::new(tracked(value, label)?)),
+                "ResourceClaim" => Object::ResourceClaim(Box::new(tracked(value, label)?)),
+                "ResourceClaimTemplate" => Object::ResourceClaimTemplate(Box::new(tracked(value, label)?)),
+                "DeviceTaintRule" => Object::DeviceTaintRule(Box::new(tracked(value, label)?)),
+                other => panic!("{other}"),
+            })
+        }
+        fn ours(value: Value) -> Result<Object, Error> {
+            let label = "the object";
+            Ok(match value["kind"].as_str().unwrap() {
+                "Node" => Object::Node(Box::new(typed(value, label)?)),
+                "Pod" => Object::Pod(Box::new(typed(value, label)?)),
+                "ResourceSlice" => Object::ResourceSlice(Box::new(typed(value, label)?)),
+                "DeviceClass" => Object::DeviceClass(Box::new(typed(value, label)?)),
+                "ResourceClaim" => Object::ResourceClaim(Box::new(typed(value, label)?)),
+                "ResourceClaimTemplate" => Object::ResourceClaimTemplate(Box::new(typed(value, label)?)),
+                "DeviceTaintRule" => Object::DeviceTaintRule(Box::new(typed(value, label)?)),
+                other => panic!("{other}"),
+            })
+        }
+        /// Pointers (RFC 6901) to every node of `v` but the root.
+        fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
+            match v {
+                Value::Object(m) => {
+                    for (k, c) in m {
+                        let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
+                        pointers(c, p.clone(), out);
+                        out.push(p);
+                    }
+                }
+                Value::Array(a) => {
+                    for (i, c) in a.iter().enumerate() {
+                        let p = format!("{at}/{i}");
+                        pointers(c, p.clone(), out);
+                        out.push(p);
+                    }
+                }
+                _ => {}
+            }
+        }
+        let files = [
+            include_str!("../../../testdata/kubectl-recording-controller-claims-managed-fields/cluster.json"),
+            include_str!(
+                "../../../testdata/structured-config-and-cel-extractors-same-decisions/cluster.json"
+            ),
+            include_str!(
+                "../../../testdata/device-taint-rules-block-one-pod-tolerating-pod-schedules/cluster.json"
+            ),
+            include_str!("../../../testdata/extended-resources-dra-class-device-plugin-node/cluster.json"),
+            include_str!("../../../testdata/allocated-claims-rebuild-locks/cluster.json"),
+        ];
+        let wrong = [
+            json!(7),
+            json!("x"),
+            json!([]),
+            json!([1]),
+            json!({}),
+            json!(null),
+            json!(1.5),
+            json!(-1),
+            json!(true),
+        ];
+        let (mut compared, mut failed) = (0, 0);
+        let mut kinds = std::collections::BTreeSet::new();
+        for file in files {
+            let list: Value = serde_json::from_str(file).unwrap();
+            for item in list["items"].as_array().unwrap() {
+                let kind = item["kind"].as_str().unwrap();
+                if Kind::from_name(kind).is_none() || !kinds.insert((file.len(), kind.to_string())) {
+                    continue;
+                }
+                let mut nodes = Vec::new();
+                pointers(item, String::new(), &mut nodes);
+                let mut variants = Vec::new();
+                for p in &nodes {
+                    if p == "/kind" {
+                        continue;
+                    }
+                    for w in &wrong {
+                        let mut v = item.clone();
+                        *v.pointer_mut(p).unwrap() = w.clone();
+                        variants.push(v);
+                    }
+                    if item.pointer(p).unwrap().is_object() {
+                        let mut v = item.clone();
+                        v.pointer_mut(p).unwrap()["zzUnknown"] = json!(1);
+                        variants.push(v);
+                    }
+                }
+                for v in variants {
+                    let (want, got) = (oracle(v.clone()), ours(v.clone()));
+                    assert_eq!(format!("{got:?}"), format!("{want:?}"), "{v}");
+                    compared += 1;
+                    failed += usize::from(got.is_err());
+                }
+            }
+        }
+        eprintln!("{compared} compared, {failed} errors");
+        assert!(
+            compared > 10_000 && failed > 3_000,
+            "{compared} compared, {failed} errors"
+        );
     }
 
     #[test]
