@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::Path;
 use std::time::Instant;
 
-use serde_json::Value;
+use serde_json::value::RawValue;
 use sharing_affinity_core::Status;
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::object_key;
@@ -101,9 +101,9 @@ impl Cluster {
 fn parse_large(json: &str) -> Result<Parsed> {
     let mut parsed = Parsed::default();
     let mut index = 0;
-    for value in serde_json::Deserializer::from_str(json).into_iter::<Value>() {
+    for document in serde_json::Deserializer::from_str(json).into_iter::<&RawValue>() {
         collect(
-            value.map_err(|e| format_err!("malformed JSON: {e}"))?,
+            document.map_err(|e| format_err!("malformed JSON: {e}"))?.get(),
             &mut index,
             &mut parsed,
         );

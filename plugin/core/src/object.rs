@@ -7,6 +7,7 @@ use std::borrow::Cow;
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::error::Error;
 use std::collections::BTreeMap;
@@ -226,40 +227,69 @@ pub fn parse_objects(json: &str) -> Result<Parsed, Error> {
     }
     let mut parsed = Parsed::default();
     let mut index = 0usize;
-    for value in serde_json::Deserializer::from_str(json).into_iter::<Value>() {
-        let value = value.map_err(|e| Error::Json(e.to_string()))?;
-        collect(value, &mut index, &mut parsed);
+    for document in serde_json::Deserializer::from_str(json).into_iter::<&RawValue>() {
+        let document = document.map_err(|e| Error::Json(e.to_string()))?;
+        collect(document.get(), &mut index, &mut parsed);
     }
     Ok(parsed)
 }
 
-/// Adds one parsed JSON value (an object, or a `List` of them, walked recursively) to `parsed`;
-/// `index` counts objects for error messages. [`parse_objects`] calls it per document; a host that
-/// reads documents over [`MAX_INPUT_BYTES`] itself calls it per value.
-pub fn collect(value: Value, index: &mut usize, parsed: &mut Parsed) {
-    let is_list = value
-        .get("kind")
-        .and_then(Value::as_str)
-        .is_some_and(|k| k == "List" || k.ends_with("List"))
-        && value.get("items").is_some_and(Value::is_array);
-    if is_list {
-        if let Value::Object(mut map) = value
-            && let Some(Value::Array(items)) = map.remove("items")
-        {
-            for item in items {
-                collect(item, index, parsed);
-            }
+/// `List`s inside `List`s deeper than this are an error. Each level reads its list's text again
+/// (the items are found by skipping the rest of the object), so the depth bounds that work: at
+/// most 16 passes over a document, where recorded clusters nest one or two `List`s.
+const MAX_LIST_DEPTH: usize = 16;
+
+/// Adds one JSON value, as text (an object, or a `List` of them, walked recursively), to
+/// `parsed`; `index` counts objects for error messages. [`parse_objects`] calls it per document; a
+/// host that reads documents over [`MAX_INPUT_BYTES`] itself calls it per value. Each object is
+/// decoded by [`decode_str`], in one pass when it is valid.
+pub fn collect(json: &str, index: &mut usize, parsed: &mut Parsed) {
+    collect_at(json, index, parsed, 0);
+}
+
+fn collect_at(json: &str, index: &mut usize, parsed: &mut Parsed, depth: usize) {
+    /// What tells a `List` from an object; the rest of the text is skipped.
+    #[derive(serde::Deserialize)]
+    struct Document<'a> {
+        #[serde(default, borrow)]
+        kind: Option<Cow<'a, str>>,
+        #[serde(default, borrow)]
+        items: Option<&'a RawValue>,
+    }
+    let document: Option<Document<'_>> = serde_json::from_str(json).ok();
+    if let Some(Document {
+        kind: Some(kind),
+        items: Some(items),
+    }) = &document
+        && (kind == "List" || kind.ends_with("List"))
+        && let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(items.get())
+    {
+        if depth >= MAX_LIST_DEPTH {
+            parsed.errors.push(Error::Unidentified {
+                index: *index,
+                reason: format!("a {kind} nested in more than {MAX_LIST_DEPTH} lists"),
+            });
+            *index += 1;
+            return;
+        }
+        for item in items {
+            collect_at(item.get(), index, parsed, depth + 1);
         }
         return;
     }
     let i = *index;
     *index += 1;
-    let value_kind = value.get("kind").and_then(Value::as_str).map(str::to_string);
-    match decode_object(value, i) {
+    match decode_str(json, i) {
         Ok(Some(o)) => parsed.objects.push(o),
         Ok(None) => {
-            let kind = value_kind.unwrap_or_default();
-            *parsed.ignored.entry(kind).or_default() += 1;
+            let kind = match document {
+                Some(d) => d.kind.map(Cow::into_owned),
+                // A repeated `kind`: the last one, as the `Value` read it.
+                None => serde_json::from_str::<Value>(json)
+                    .ok()
+                    .and_then(|v| v.get("kind").and_then(Value::as_str).map(str::to_string)),
+            };
+            *parsed.ignored.entry(kind.unwrap_or_default()).or_default() += 1;
         }
         Err(e) => parsed.errors.push(e),
     }
@@ -443,6 +473,35 @@ mod tests {
         assert_eq!(parse_objects(single).unwrap().objects.len(), 1);
         assert_eq!(parse_objects(&list).unwrap().objects.len(), 2);
         assert_eq!(parse_objects(&stream).unwrap().objects.len(), 3);
+    }
+
+    /// Lists are walked as text: a `List` nested too deep is one error (not a stack overflow),
+    /// and a number out of range is the error of its object only.
+    #[test]
+    fn lists_nested_deep_and_numbers_out_of_range() {
+        let node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}"#;
+        let mut deep = node.to_string();
+        for _ in 0..1_000 {
+            deep = format!(r#"{{"kind":"List","items":[{deep}]}}"#);
+        }
+        let parsed = parse_objects(&deep).unwrap();
+        assert_eq!((parsed.objects.len(), parsed.errors.len()), (0, 1));
+        assert!(parsed.errors[0].to_string().contains("nested in more than 16"));
+        let shallow = format!(r#"{{"kind":"List","items":[{{"kind":"NodeList","items":[{node}]}}]}}"#);
+        assert_eq!(parse_objects(&shallow).unwrap().objects.len(), 1);
+
+        let json = format!(
+            r#"{{"kind":"List","items":[{node},
+                {{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"s1"}},
+                  "spec":{{"driver":"d","pool":{{"name":"p","generation":1e999,"resourceSliceCount":1}}}}}}]}}"#
+        );
+        let parsed = parse_objects(&json).unwrap();
+        assert_eq!((parsed.objects.len(), parsed.errors.len()), (1, 1));
+        assert!(
+            parsed.errors[0].to_string().contains("out of range"),
+            "{}",
+            parsed.errors[0]
+        );
     }
 
     #[test]
