@@ -86,6 +86,10 @@ enum Segment {
 /// opens with `opening` (a sequence or map of the wrong type, reported unread); a member key holds
 /// the place just after it (an unknown field). Empty for the document itself. Stops, without
 /// failing, at text that is not JSON.
+///
+/// One case cannot be told apart: a sequence whose first element is a sequence, rejected whole
+/// by a type that reads any value (a quantity given `[[1]]`), is named by that first element,
+/// since serde_json reports both at the same byte with the same message.
 fn path_at(text: &str, at: usize, opening: Option<u8>) -> String {
     let mut scan = Scan {
         text,
