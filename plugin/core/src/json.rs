@@ -149,6 +149,18 @@ impl Scan<'_> {
         }
     }
 
+    /// Walks the member or element at the cursor, named `segment`, of a container at `depth`;
+    /// `true` once the place is found: in it (`path` then names it), or before it (in the
+    /// container, which `path` then names).
+    fn member(&mut self, segment: Segment, depth: usize) -> bool {
+        self.path.push(segment);
+        let place = self.value(depth + 1);
+        if place != Place::Found {
+            self.path.pop();
+        }
+        place != Place::Past
+    }
+
     /// Walks the value at the cursor.
     fn value(&mut self, depth: usize) -> Place {
         self.skip_whitespace();
@@ -177,21 +189,15 @@ impl Scan<'_> {
                     let Some(key) = self.string() else {
                         return Place::Found;
                     };
-                    self.path.push(Segment::Key(key));
                     self.skip_whitespace();
                     if self.i >= self.at || self.peek() != Some(b':') {
+                        // Just after the key (an unknown field), or text that is not JSON.
+                        self.path.push(Segment::Key(key));
                         return Place::Found;
                     }
                     self.i += 1;
-                    match self.value(depth + 1) {
-                        Place::Found => return Place::Found,
-                        Place::Before => {
-                            self.path.pop();
-                            return Place::Found;
-                        }
-                        Place::Past => {
-                            self.path.pop();
-                        }
+                    if self.member(Segment::Key(key), depth) {
+                        return Place::Found;
                     }
                 }
             }
@@ -213,16 +219,8 @@ impl Scan<'_> {
                         None => return Place::Found,
                         Some(_) => {}
                     }
-                    self.path.push(Segment::Index(index));
-                    match self.value(depth + 1) {
-                        Place::Found => return Place::Found,
-                        Place::Before => {
-                            self.path.pop();
-                            return Place::Found;
-                        }
-                        Place::Past => {
-                            self.path.pop();
-                        }
+                    if self.member(Segment::Index(index), depth) {
+                        return Place::Found;
                     }
                 }
             }

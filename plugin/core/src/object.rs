@@ -648,31 +648,29 @@ mod tests {
                 }
             })
         }
+        /// The object of `value`'s kind, each type decoded by `decode`.
+        macro_rules! by_kind {
+            ($value:expr, $decode:ident) => {{
+                let (value, label) = ($value, "the object");
+                Ok(match value["kind"].as_str().unwrap() {
+                    "Node" => Object::Node(Box::new($decode(value, label)?)),
+                    "Pod" => Object::Pod(Box::new($decode(value, label)?)),
+                    "ResourceSlice" => Object::ResourceSlice(Box::new($decode(value, label)?)),
+                    "DeviceClass" => Object::DeviceClass(Box::new($decode(value, label)?)),
+                    "ResourceClaim" => Object::ResourceClaim(Box::new($decode(value, label)?)),
+                    "ResourceClaimTemplate" => {
+                        Object::ResourceClaimTemplate(Box::new($decode(value, label)?))
+                    }
+                    "DeviceTaintRule" => Object::DeviceTaintRule(Box::new($decode(value, label)?)),
+                    other => panic!("{other}"),
+                })
+            }};
+        }
         fn oracle(value: Value) -> Result<Object, Error> {
-            let label = "the object";
-            Ok(match value["kind"].as_str().unwrap() {
-                "Node" => Object::Node(Box::new(tracked(value, label)?)),
-                "Pod" => Object::Pod(Box::new(tracked(value, label)?)),
-                "ResourceSlice" => Object::ResourceSlice(Box::new(tracked(value, label)?)),
-                "DeviceClass" => Object::DeviceClass(Box::new(tracked(value, label)?)),
-                "ResourceClaim" => Object::ResourceClaim(Box::new(tracked(value, label)?)),
-                "ResourceClaimTemplate" => Object::ResourceClaimTemplate(Box::new(tracked(value, label)?)),
-                "DeviceTaintRule" => Object::DeviceTaintRule(Box::new(tracked(value, label)?)),
-                other => panic!("{other}"),
-            })
+            by_kind!(value, tracked)
         }
         fn ours(value: Value) -> Result<Object, Error> {
-            let label = "the object";
-            Ok(match value["kind"].as_str().unwrap() {
-                "Node" => Object::Node(Box::new(typed(value, label)?)),
-                "Pod" => Object::Pod(Box::new(typed(value, label)?)),
-                "ResourceSlice" => Object::ResourceSlice(Box::new(typed(value, label)?)),
-                "DeviceClass" => Object::DeviceClass(Box::new(typed(value, label)?)),
-                "ResourceClaim" => Object::ResourceClaim(Box::new(typed(value, label)?)),
-                "ResourceClaimTemplate" => Object::ResourceClaimTemplate(Box::new(typed(value, label)?)),
-                "DeviceTaintRule" => Object::DeviceTaintRule(Box::new(typed(value, label)?)),
-                other => panic!("{other}"),
-            })
+            by_kind!(value, typed)
         }
         /// Pointers (RFC 6901) to every node of `v` but the root.
         fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
