@@ -12,6 +12,7 @@
 //! key twice, the last value wins (as serde_json's map decoding does).
 
 use std::borrow::Borrow;
+use std::cmp::Ordering;
 use std::fmt;
 use std::marker::PhantomData;
 
@@ -166,7 +167,8 @@ impl<K: Ord, V> Map<K, V> {
     fn from_vec(mut entries: Vec<(K, V)>) -> Self {
         if !entries.is_sorted_by(|a, b| a.0 < b.0) {
             // Stable: equal keys keep their order, and `dedup_by` keeps the last one's value.
-            entries.sort_by(|a, b| a.0.cmp(&b.0));
+            let order = stable_order(entries.len(), &|i, j| entries[i].0.cmp(&entries[j].0));
+            permute(&mut entries, order);
             entries.dedup_by(|later, kept| {
                 let same = later.0 == kept.0;
                 if same {
@@ -176,6 +178,33 @@ impl<K: Ord, V> Map<K, V> {
             });
         }
         Map(entries.into_boxed_slice())
+    }
+}
+
+/// The stable sorting permutation of `n` items that `cmp` compares by position: item `order[i]`
+/// goes to position `i`. Not generic, so that one sort serves every entry type: a stable sort
+/// instantiated for each map's entry type costs 3 to 8 KB of guest code each.
+pub(crate) fn stable_order(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
+    let mut order: Vec<usize> = (0..n).collect();
+    order.sort_by(|&i, &j| cmp(i, j));
+    order
+}
+
+/// Puts `items` in the order of `order` ([`stable_order`]: item `order[i]` to position `i`), in
+/// place, one cycle of the permutation at a time.
+pub(crate) fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
+    const DONE: usize = usize::MAX;
+    for start in 0..items.len().min(order.len()) {
+        let mut at = start;
+        while order[at] != DONE {
+            let from = order[at];
+            order[at] = DONE;
+            if from == start {
+                break;
+            }
+            items.swap(at, from);
+            at = from;
+        }
     }
 }
 
@@ -293,6 +322,36 @@ mod tests {
         assert_eq!(serde_json::to_string(&map).unwrap(), r#"{"a":4,"b":1,"c":3}"#);
         // Exactly sized: no room beyond the entries.
         assert_eq!(map.0.len(), 3);
+    }
+
+    /// The permutation puts every item where the stable sort would, for all orders of up to six
+    /// items with repeated keys (the position breaks ties, as in a stable sort).
+    #[test]
+    fn permute_sorts_as_the_stable_sort_does() {
+        fn orders(n: usize, prefix: &mut Vec<u8>, out: &mut Vec<Vec<u8>>) {
+            if prefix.len() == n {
+                out.push(prefix.clone());
+                return;
+            }
+            for key in 0..3 {
+                prefix.push(key);
+                orders(n, prefix, out);
+                prefix.pop();
+            }
+        }
+        for n in 0..=6 {
+            let mut all = Vec::new();
+            orders(n, &mut Vec::new(), &mut all);
+            for keys in all {
+                let items: Vec<(u8, usize)> = keys.iter().copied().zip(0..).collect();
+                let mut want = items.clone();
+                want.sort_by_key(|&(k, _)| k);
+                let mut got = items.clone();
+                let order = super::stable_order(got.len(), &|i, j| items[i].0.cmp(&items[j].0));
+                super::permute(&mut got, order);
+                assert_eq!(got, want, "{keys:?}");
+            }
+        }
     }
 
     #[test]

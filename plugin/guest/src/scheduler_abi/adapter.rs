@@ -399,10 +399,7 @@ impl<B: Backend> GuestState<B> {
         // The pod is scheduled again only after its previous attempt ended: the core drops a
         // reservation it still holds for it, and so do we.
         self.reservations.remove(&uid);
-        if let Err(e) = self
-            .backend
-            .apply(EventKind::Update, &object.to_json().to_string())
-        {
+        if let Err(e) = self.backend.apply(EventKind::Update, &object.to_json_string()) {
             return Reply::error(format!("currentPod {key}: {e}"));
         }
         let status = self.backend.prefilter(&key);
