@@ -457,7 +457,7 @@ impl Index {
                 .into_iter()
                 .filter(|s| s.spec.pool.generation == generation)
                 .collect();
-            current.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+            crate::map::sort_by_str(&mut current, |s| s.metadata.name.as_str());
             let expected = current
                 .iter()
                 .map(|s| s.spec.pool.resource_slice_count)
@@ -481,13 +481,11 @@ impl Index {
                     if pool.counter_sets.contains_key(&cs.name) && pool.invalid.is_none() {
                         pool.invalid = Some(format!("duplicate counter set name {}", cs.name));
                     }
-                    pool.counter_sets.insert(
-                        cs.name.clone(),
-                        cs.counters
-                            .iter()
-                            .map(|(k, v)| (k.clone(), v.value.clone()))
-                            .collect(),
-                    );
+                    let mut counters = BTreeMap::new();
+                    for (k, v) in cs.counters.iter() {
+                        counters.insert(k.clone(), v.value.clone());
+                    }
+                    pool.counter_sets.insert(cs.name.clone(), counters);
                 }
                 for (i, ex) in s.spec.sharing_affinity.iter().enumerate() {
                     pool.slice_extractors.push(PoolExtractor {

@@ -208,6 +208,22 @@ pub(crate) fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
     }
 }
 
+/// Sorts `items` stably by the text `key` gives, with the one shared sort ([`stable_order`]).
+pub(crate) fn sort_by_str<T>(items: &mut [T], key: impl Fn(&T) -> &str) {
+    if items.is_sorted_by(|a, b| key(a) <= key(b)) {
+        return;
+    }
+    let order = stable_order(items.len(), &|i, j| key(&items[i]).cmp(key(&items[j])));
+    permute(items, order);
+}
+
+/// Sorts `items` and drops repeats: the elements of a `BTreeSet<&str>` in its order, without a
+/// B-tree and its sort instantiated for one more element type.
+pub(crate) fn sort_unique(items: &mut Vec<&str>) {
+    sort_by_str(items, |s| s);
+    items.dedup();
+}
+
 impl<K, V> Default for Map<K, V> {
     fn default() -> Self {
         Map::new()
@@ -352,6 +368,19 @@ mod tests {
                 assert_eq!(got, want, "{keys:?}");
             }
         }
+    }
+
+    /// `sort_by_str` keeps equal keys in their order; `sort_unique` gives a `BTreeSet`'s order.
+    #[test]
+    fn sorts_by_text_stably_and_as_a_set() {
+        let mut items = vec![("b", 1), ("a", 2), ("b", 3), ("", 4), ("a", 5)];
+        super::sort_by_str(&mut items, |i| i.0);
+        assert_eq!(items, [("", 4), ("a", 2), ("a", 5), ("b", 1), ("b", 3)]);
+        let words = ["pear", "apple", "pear", "fig", "apple", "Fig"];
+        let mut unique = words.to_vec();
+        super::sort_unique(&mut unique);
+        let set: std::collections::BTreeSet<&str> = words.into_iter().collect();
+        assert_eq!(unique, set.into_iter().collect::<Vec<_>>());
     }
 
     #[test]

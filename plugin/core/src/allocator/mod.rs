@@ -401,13 +401,16 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
                 ));
             }
         }
-        let notes: std::collections::BTreeSet<String> = a
+        // Sorted and without repeats (as a set), the first eight.
+        let mut notes: Vec<String> = a
             .scratch
             .notes
             .iter()
             .map(|(d, why)| format!("{}: {why}", input.index.device(*d).device.name))
             .collect();
-        let notes: Vec<String> = notes.into_iter().take(8).collect();
+        crate::map::sort_by_str(&mut notes, String::as_str);
+        notes.dedup();
+        notes.truncate(8);
         return Ok(AllocOutcome::Unfit(notes));
     }
     // What building the results would reject must fail Filter too (without building them).

@@ -48,7 +48,7 @@ pub fn class_mapping<S: std::hash::BuildHasher>(
 ) -> Result<BTreeMap<String, String>, String> {
     let mut out = BTreeMap::new();
     let mut names: Vec<&String> = classes.keys().collect();
-    names.sort();
+    crate::map::sort_by_str(&mut names, |n| n.as_str());
     for name in names {
         out.insert(format!("{IMPLICIT_PREFIX}{name}"), name.clone());
     }
@@ -75,13 +75,9 @@ pub fn class_mapping<S: std::hash::BuildHasher>(
 
 /// A container's requests as the API server stores them: a limit without a request is the request.
 fn requests(c: &Container) -> BTreeMap<&str, &Quantity> {
-    let mut r: BTreeMap<&str, &Quantity> = c
-        .resources
-        .requests
-        .iter()
-        .map(|(k, v)| (k.as_str(), v))
-        .collect();
-    for (k, v) in &c.resources.limits {
+    // Requests (their keys are unique) first, then the limits that have no request.
+    let mut r: BTreeMap<&str, &Quantity> = BTreeMap::new();
+    for (k, v) in c.resources.requests.iter().chain(&c.resources.limits) {
         r.entry(k.as_str()).or_insert(v);
     }
     r
@@ -204,7 +200,7 @@ pub fn requests_and_mappings(
         mappings.extend(long_mappings);
         mappings.extend(init_mappings);
     }
-    requests.sort_by(|a, b| a.name.cmp(&b.name));
+    crate::map::sort_by_str(&mut requests, |r| r.name.as_str());
     Ok((requests, mappings))
 }
 
@@ -318,13 +314,13 @@ pub(super) fn node_variant(
     if plugin_served.is_empty() {
         return None;
     }
-    let dropped: BTreeSet<&str> = mappings
+    let dropped: Vec<&str> = mappings
         .iter()
         .filter(|m| plugin_served.contains(m.resource_name.as_str()))
         .map(|m| m.request_name.as_str())
         .collect();
     let keep: Vec<usize> = (0..claim.spec.devices.requests.len())
-        .filter(|&i| !dropped.contains(claim.spec.devices.requests[i].name.as_str()))
+        .filter(|&i| !dropped.contains(&claim.spec.devices.requests[i].name.as_str()))
         .collect();
     let mut variant = claim.clone();
     Arc::make_mut(&mut variant.spec).devices.requests = keep
@@ -447,12 +443,13 @@ pub fn claim_for_allocation<S: std::hash::BuildHasher>(
         return Ok(None);
     }
     let (requests, mappings) = requests_and_mappings(pod, &resources)?;
-    let allocated: BTreeSet<&str> = allocation
+    let mut allocated: Vec<&str> = allocation
         .devices
         .results
         .iter()
         .map(|r| r.request.split('/').next().unwrap_or_default())
         .collect();
+    crate::map::sort_unique(&mut allocated);
     if let Some(r) = allocated.iter().find(|r| !requests.iter().any(|q| q.name == **r)) {
         return Err(format!(
             "the allocation has a result for request {r}, which the pod does not make"
@@ -460,12 +457,12 @@ pub fn claim_for_allocation<S: std::hash::BuildHasher>(
     }
     let requests = requests
         .into_iter()
-        .filter(|q| allocated.contains(q.name.as_str()))
+        .filter(|q| allocated.binary_search(&q.name.as_str()).is_ok())
         .collect();
     let status = crate::model::PodExtendedResourceClaimStatus {
         request_mappings: mappings
             .into_iter()
-            .filter(|m| allocated.contains(m.request_name.as_str()))
+            .filter(|m| allocated.binary_search(&m.request_name.as_str()).is_ok())
             .collect(),
         resource_claim_name: claim_name(pod),
     };

@@ -1,7 +1,5 @@
 //! Sharing-affinity lock states derived from the claims holding each device.
 
-use std::collections::BTreeSet;
-
 use super::{Derived, Plugin};
 use crate::affinity::{self, ExtId, Extractors, LockState, Outcome, Values};
 use crate::cel::CelCache;
@@ -68,10 +66,11 @@ impl Locks<'_> {
             Ok(_) => return LockState::Clean,
             Err(_) => return LockState::Unreconstructable,
         };
-        let keys: BTreeSet<&String> = ids
+        let mut keys: Vec<&str> = ids
             .iter()
-            .flat_map(|&id| d.extractors.list[id].keys.keys())
+            .flat_map(|&id| d.extractors.list[id].keys.keys().map(String::as_str))
             .collect();
+        crate::map::sort_unique(&mut keys);
         let fingerprint = affinity::fingerprint(&d.extractors, ids);
         let mut derived: Vec<Option<std::sync::Arc<Values>>> = Vec::with_capacity(holders.len());
         for ((claim_key, request), h) in holders {
@@ -86,7 +85,7 @@ impl Locks<'_> {
                     .get(claim_key)
                     .or_else(|| p.inflight.get(claim_key))
                     .and_then(|c| derive_values(&p.cel, &d.extractors, ids, c, claim_key, request))
-                    .filter(|v| v.keys().collect::<BTreeSet<_>>() == keys)
+                    .filter(|v| v.keys().map(String::as_str).eq(keys.iter().copied()))
                     .map(std::sync::Arc::new),
             };
             derived.push(v);
