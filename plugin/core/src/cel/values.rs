@@ -354,18 +354,19 @@ pub(crate) fn device_value<'a>(
     let capacity = capacity
         .into_iter()
         .map(|(name, q)| (name, Box::new(QuantityVal(q.clone())) as Box<dyn Val>));
+    // In key order, so that `StrMap::new` finds them sorted.
     Ok(StrMap::new(
         vec![
-            ("driver".to_owned(), Box::new(CelString::from(driver.to_owned()))),
+            (
+                "allowMultipleAllocations".to_owned(),
+                Box::new(CelBool::from(allow_multiple_allocations)),
+            ),
             (
                 "attributes".to_owned(),
                 Box::new(domain_map(driver, attributes.into_iter())),
             ),
             ("capacity".to_owned(), Box::new(domain_map(driver, capacity))),
-            (
-                "allowMultipleAllocations".to_owned(),
-                Box::new(CelBool::from(allow_multiple_allocations)),
-            ),
+            ("driver".to_owned(), Box::new(CelString::from(driver.to_owned()))),
         ],
         None,
     ))
