@@ -273,16 +273,18 @@ pub fn new_claim(pod: &Pod, requests: Vec<DeviceRequest>) -> ResourceClaim {
 
 /// The resources of the pod's special claim that `node` provides through a device plugin: those
 /// with a nonzero `status.allocatable` entry. Upstream then leaves them to the device plugin on
-/// that node and asks DRA only for the others.
+/// that node and asks DRA only for the others. Sorted, without repeats.
 pub fn device_plugin_resources<'a>(
     node: &Node,
     mappings: &'a [ContainerExtendedResourceRequest],
-) -> BTreeSet<&'a str> {
-    mappings
+) -> Vec<&'a str> {
+    let mut served: Vec<&str> = mappings
         .iter()
         .map(|m| m.resource_name.as_str())
         .filter(|r| node.status.allocatable.get(*r).is_some_and(|q| !q.is_zero()))
-        .collect()
+        .collect();
+    crate::map::sort_unique(&mut served);
+    served
 }
 
 /// The special claim as one node needs it, when the node provides some of its resources through a
@@ -316,7 +318,7 @@ pub(super) fn node_variant(
     }
     let dropped: Vec<&str> = mappings
         .iter()
-        .filter(|m| plugin_served.contains(m.resource_name.as_str()))
+        .filter(|m| plugin_served.binary_search(&m.resource_name.as_str()).is_ok())
         .map(|m| m.request_name.as_str())
         .collect();
     let keep: Vec<usize> = (0..claim.spec.devices.requests.len())
@@ -332,7 +334,7 @@ pub(super) fn node_variant(
         keep,
         mappings: mappings
             .iter()
-            .filter(|m| !plugin_served.contains(m.resource_name.as_str()))
+            .filter(|m| !plugin_served.binary_search(&m.resource_name.as_str()).is_ok())
             .cloned()
             .collect(),
     })
@@ -360,7 +362,7 @@ pub fn status_on_node<S: std::hash::BuildHasher>(
     let plugin_served = device_plugin_resources(node, &mappings);
     let kept: Vec<ContainerExtendedResourceRequest> = mappings
         .iter()
-        .filter(|m| !plugin_served.contains(m.resource_name.as_str()))
+        .filter(|m| !plugin_served.binary_search(&m.resource_name.as_str()).is_ok())
         .cloned()
         .collect();
     Ok(
