@@ -334,7 +334,7 @@ pub(super) fn node_variant(
         keep,
         mappings: mappings
             .iter()
-            .filter(|m| !plugin_served.binary_search(&m.resource_name.as_str()).is_ok())
+            .filter(|m| plugin_served.binary_search(&m.resource_name.as_str()).is_err())
             .cloned()
             .collect(),
     })
@@ -362,7 +362,7 @@ pub fn status_on_node<S: std::hash::BuildHasher>(
     let plugin_served = device_plugin_resources(node, &mappings);
     let kept: Vec<ContainerExtendedResourceRequest> = mappings
         .iter()
-        .filter(|m| !plugin_served.binary_search(&m.resource_name.as_str()).is_ok())
+        .filter(|m| plugin_served.binary_search(&m.resource_name.as_str()).is_err())
         .cloned()
         .collect();
     Ok(
