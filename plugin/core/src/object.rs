@@ -168,28 +168,41 @@ impl Object {
     /// [`Object::to_json`] as text, written in one pass (no [`Value`] tree): the same members,
     /// `apiVersion` and `kind` first. What hosts send to the plugin for each object event.
     pub fn to_json_string(&self) -> String {
-        let body = match self {
-            Object::Node(o) => serde_json::to_string(o),
-            Object::Pod(o) => serde_json::to_string(o),
-            Object::ResourceSlice(o) => serde_json::to_string(o),
-            Object::DeviceClass(o) => serde_json::to_string(o),
-            Object::ResourceClaim(o) => serde_json::to_string(o),
-            Object::ResourceClaimTemplate(o) => serde_json::to_string(o),
-            Object::DeviceTaintRule(o) => serde_json::to_string(o),
-        };
-        let api_version = match self {
-            Object::DeviceTaintRule(r) if r.uses_alpha_fields() => DEVICE_TAINT_RULE_ALPHA,
-            _ => self.kind().api_version(),
-        };
-        // The typed objects are structs: their JSON is an object, `{` first.
-        let body = body.unwrap_or_default();
-        let members = body.strip_prefix('{').unwrap_or("}");
-        let separator = if members.starts_with('}') { "" } else { "," };
-        format!(
-            "{{\"apiVersion\":\"{api_version}\",\"kind\":\"{}\"{separator}{members}",
-            self.kind().as_str()
-        )
+        match self {
+            Object::Node(o) => json_string(Kind::Node, o),
+            Object::Pod(o) => json_string(Kind::Pod, o),
+            Object::ResourceSlice(o) => json_string(Kind::ResourceSlice, o),
+            Object::DeviceClass(o) => json_string(Kind::DeviceClass, o),
+            Object::ResourceClaim(o) => json_string(Kind::ResourceClaim, o),
+            Object::ResourceClaimTemplate(o) => json_string(Kind::ResourceClaimTemplate, o),
+            // A rule with the fields only v1alpha3 has stays v1alpha3, so that it decodes again.
+            Object::DeviceTaintRule(r) if r.uses_alpha_fields() => with_header(
+                DEVICE_TAINT_RULE_ALPHA,
+                Kind::DeviceTaintRule,
+                serde_json::to_string(r),
+            ),
+            Object::DeviceTaintRule(o) => json_string(Kind::DeviceTaintRule, o),
+        }
     }
+}
+
+/// An object of `kind` (its typed body: `object` must be of that kind) as Kubernetes JSON text,
+/// [`Object::to_json_string`] for one kind: a caller that writes only one kind compiles only
+/// that kind's serialisers.
+pub fn json_string<T: serde::Serialize>(kind: Kind, object: &T) -> String {
+    with_header(kind.api_version(), kind, serde_json::to_string(object))
+}
+
+/// `apiVersion` and `kind` put first into a typed object's JSON text.
+fn with_header(api_version: &str, kind: Kind, body: serde_json::Result<String>) -> String {
+    // The typed objects are structs: their JSON is an object, `{` first.
+    let body = body.unwrap_or_default();
+    let members = body.strip_prefix('{').unwrap_or("}");
+    let separator = if members.starts_with('}') { "" } else { "," };
+    format!(
+        "{{\"apiVersion\":\"{api_version}\",\"kind\":\"{}\"{separator}{members}",
+        kind.as_str()
+    )
 }
 
 /// `namespace/name`, or `name` when the namespace is empty.

@@ -20,7 +20,7 @@ use std::collections::BTreeMap;
 
 use prost::Message;
 use sharing_affinity_core::model::AllocationResult;
-use sharing_affinity_core::object::Object;
+use sharing_affinity_core::object::{Kind, json_string, object_key};
 use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
 use sharing_affinity_core::{Code, Status};
 
@@ -394,12 +394,14 @@ impl<B: Backend> GuestState<B> {
             Err(e) => return Reply::error(format!("currentPod: invalid protobuf: {e}")),
         };
         let uid = pod.metadata.uid.clone();
-        let object = Object::Pod(Box::new(pod));
-        let key = object.key();
+        let key = object_key(&pod.metadata.namespace, &pod.metadata.name);
         // The pod is scheduled again only after its previous attempt ended: the core drops a
         // reservation it still holds for it, and so do we.
         self.reservations.remove(&uid);
-        if let Err(e) = self.backend.apply(EventKind::Update, &object.to_json_string()) {
+        if let Err(e) = self
+            .backend
+            .apply(EventKind::Update, &json_string(Kind::Pod, &pod))
+        {
             return Reply::error(format!("currentPod {key}: {e}"));
         }
         let status = self.backend.prefilter(&key);
