@@ -12,7 +12,7 @@
 //! key twice, the last value wins (as serde_json's map decoding does).
 //!
 //! The module also holds the one sort that these maps and the rest of the core use
-//! (`stable_order`, `sort_by_str`, `sort_unique`): a sort is generic code, compiled again for
+//! (`stable_order`, `sort_stable_by`, `sort_by_str`, `sort_unique`): a sort is generic code, compiled again for
 //! every element type it sorts, and each copy costs the guests 3 to 8 KB.
 
 use std::borrow::Borrow;
@@ -171,8 +171,7 @@ impl<K: Ord, V> Map<K, V> {
     fn from_vec(mut entries: Vec<(K, V)>) -> Self {
         if !entries.is_sorted_by(|a, b| a.0 < b.0) {
             // Stable: equal keys keep their order, and `dedup_by` keeps the last one's value.
-            let order = stable_order(entries.len(), &|i, j| entries[i].0.cmp(&entries[j].0));
-            permute(&mut entries, order);
+            sort_stable_by(&mut entries, |a, b| a.0.cmp(&b.0));
             entries.dedup_by(|later, kept| {
                 let same = later.0 == kept.0;
                 if same {
@@ -188,7 +187,7 @@ impl<K: Ord, V> Map<K, V> {
 /// The stable sorting permutation of `n` items that `cmp` compares by position: item `order[i]`
 /// goes to position `i`. Not generic, so that one sort serves every entry type: a stable sort
 /// instantiated for each map's entry type costs 3 to 8 KB of guest code each.
-pub(crate) fn stable_order(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
+fn stable_order(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> Vec<usize> {
     let mut order: Vec<usize> = (0..n).collect();
     order.sort_by(|&i, &j| cmp(i, j));
     order
@@ -196,7 +195,7 @@ pub(crate) fn stable_order(n: usize, cmp: &dyn Fn(usize, usize) -> Ordering) -> 
 
 /// Puts `items` in the order of `order` ([`stable_order`]: item `order[i]` to position `i`), in
 /// place, one cycle of the permutation at a time.
-pub(crate) fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
+fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
     const DONE: usize = usize::MAX;
     for start in 0..items.len().min(order.len()) {
         let mut at = start;
@@ -212,13 +211,19 @@ pub(crate) fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
     }
 }
 
-/// Sorts `items` stably by the text `key` gives, with the one shared sort ([`stable_order`]).
-pub(crate) fn sort_by_str<T>(items: &mut [T], key: impl Fn(&T) -> &str) {
-    if items.is_sorted_by(|a, b| key(a) <= key(b)) {
+/// Sorts `items` stably by `cmp`, with the one shared sort ([`stable_order`]); sorted input is
+/// only checked.
+pub(crate) fn sort_stable_by<T>(items: &mut [T], cmp: impl Fn(&T, &T) -> Ordering) {
+    if items.is_sorted_by(|a, b| cmp(a, b) != Ordering::Greater) {
         return;
     }
-    let order = stable_order(items.len(), &|i, j| key(&items[i]).cmp(key(&items[j])));
+    let order = stable_order(items.len(), &|i, j| cmp(&items[i], &items[j]));
     permute(items, order);
+}
+
+/// Sorts `items` stably by the text `key` gives ([`sort_stable_by`]).
+pub(crate) fn sort_by_str<T>(items: &mut [T], key: impl Fn(&T) -> &str) {
+    sort_stable_by(items, |a, b| key(a).cmp(key(b)));
 }
 
 /// Sorts `items` and drops repeats: the elements of a `BTreeSet<&str>` in its order, without a

@@ -117,10 +117,7 @@ impl StrMap {
     /// only see the real keys.
     pub(crate) fn new(mut entries: Vec<(String, Box<dyn Val>)>, default: Option<StrMap>) -> StrMap {
         // A stable sort keeps a repeated key's entries in order; the last of each run wins.
-        if !entries.is_sorted_by(|a, b| a.0 <= b.0) {
-            let order = crate::map::stable_order(entries.len(), &|i, j| entries[i].0.cmp(&entries[j].0));
-            crate::map::permute(&mut entries, order);
-        }
+        crate::map::sort_stable_by(&mut entries, |a, b| a.0.cmp(&b.0));
         let mut keys: Vec<CelString<'static>> = Vec::with_capacity(entries.len());
         let mut values: Vec<Box<dyn Val>> = Vec::with_capacity(entries.len());
         for (key, value) in entries {
