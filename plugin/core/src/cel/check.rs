@@ -1,5 +1,5 @@
-//! Checks made before an expression is instrumented: nesting limits (before parsing) and names
-//! (after parsing).
+//! Checks made before an expression is instrumented: nesting limits and the source adapted to the
+//! Pratt parser (before parsing), and names (after parsing).
 //!
 //! cel-rust parses without type-checking, so names are checked here instead: every identifier
 //! must be the expression's variable (`device` or `object`), a comprehension or `cel.bind`
@@ -7,6 +7,7 @@
 //! function must be declared in the environment for the way it is called (global or member).
 //! Type errors (`device.driver == 1`, `quantity(1)`) surface at evaluation.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::sync::Arc;
 
@@ -143,6 +144,218 @@ pub(super) fn check_nesting(source: &str) -> Result<(), CelError> {
         )));
     }
     Ok(())
+}
+
+/// Adapts `source` to cel-rust's Pratt parser, which the core parses with (see `compile::parse`),
+/// where it departs from cel-go's grammar.
+///
+/// Rejects what the grammar rejects but the Pratt parser accepts: a line break inside a
+/// single-line string literal, the prefix `rb` (raw bytes are `br"..."`), and `!` mixed with a
+/// unary `-` (`-!a`, `!-a`, `!-1u`: the grammar allows a unary chain of one operator, and a `-`
+/// right after `!` only as the sign of a number literal, as in `!-1`). Blanks the lone comma of
+/// an empty list, map or message literal (`[,]`, `{,}`, `Foo{,}`), which the grammar accepts and
+/// the Pratt parser does not. Puts a signed number after `!` in parentheses (`!-2.f` is
+/// `!(-2).f`), where the Pratt parser would negate the chain that follows the number (`!-(2.f)`),
+/// and a space between a number and a word (`7in x`), which the Pratt parser reads as one bad
+/// number; error positions after such an insertion move by one or two columns.
+///
+/// The test `the_pratt_parser_builds_what_the_antlr_parser_builds` holds the Pratt parser with
+/// this step to the same sources and trees as cel-rust's ANTLR parser, built from the grammar.
+pub(super) fn prepare_source(source: &str) -> Result<Cow<'_, str>, CelError> {
+    let bytes = source.as_bytes();
+    let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
+    let mixed = || compile_error("'!' and a unary '-' cannot be mixed without parentheses");
+    let mut i = 0;
+    // The previous token ends an operand (so a `-` is binary).
+    let mut after_operand = false;
+    // The previous token is a unary `!` or a unary `-`.
+    let (mut after_not, mut after_neg) = (false, false);
+    // Edits, in source order: at a position, a replacement for a number of bytes.
+    let mut edits: Vec<(usize, &str, usize)> = Vec::new();
+    while i < bytes.len() {
+        let b = bytes[i];
+        let (operand, not, neg) = match b {
+            b' ' | b'\t' | b'\r' | b'\n' | b'\x0c' => {
+                i += 1;
+                continue;
+            }
+            b'/' if bytes.get(i + 1) == Some(&b'/') => {
+                i = skip_comment(bytes, i);
+                continue;
+            }
+            b'"' | b'\'' => {
+                i = skip_string_on_its_lines(bytes, i, false)?;
+                (true, false, false)
+            }
+            _ if b.is_ascii_alphabetic() || b == b'_' => {
+                let start = i;
+                while i < bytes.len() && is_ident(bytes[i]) {
+                    i += 1;
+                }
+                let word = &bytes[start..i];
+                if matches!(bytes.get(i), Some(b'"' | b'\'')) {
+                    let prefix = word.to_ascii_lowercase();
+                    if prefix == b"rb" {
+                        return Err(compile_error(
+                            "string prefix 'rb': raw bytes literals are written br\"...\"",
+                        ));
+                    }
+                    if matches!(&prefix[..], b"r" | b"b" | b"br") {
+                        i = skip_string_on_its_lines(bytes, i, prefix.contains(&b'r'))?;
+                    }
+                }
+                (word != b"in", false, false)
+            }
+            _ if b.is_ascii_digit()
+                || (b == b'.' && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) && !after_operand) =>
+            {
+                let end = skip_number(bytes, i).0;
+                if bytes
+                    .get(end)
+                    .is_some_and(|c| c.is_ascii_alphabetic() || *c == b'_')
+                {
+                    // `7in x`: cel-go's lexer ends the number where a word starts, the Pratt
+                    // parser's does not.
+                    edits.push((end, " ", 0));
+                }
+                i = end;
+                (true, false, false)
+            }
+            b'!' if bytes.get(i + 1) != Some(&b'=') => {
+                if after_neg {
+                    return Err(mixed());
+                }
+                i += 1;
+                (false, true, false)
+            }
+            b'-' if !after_operand => {
+                i += 1;
+                if after_not {
+                    // Only the sign of an int or double literal may follow `!`.
+                    let next = skip_space(bytes, i);
+                    let number = bytes.get(next).is_some_and(|c| c.is_ascii_digit() || *c == b'.');
+                    let (end, unsigned) = skip_number(bytes, next);
+                    if !number || unsigned {
+                        return Err(mixed());
+                    }
+                    // `!-2.f` is `!((-2).f)`; the Pratt parser would negate `2.f`.
+                    edits.push((i - 1, "(", 0));
+                    edits.push((end, ")", 0));
+                    i = end;
+                    (true, false, false)
+                } else {
+                    (false, false, true)
+                }
+            }
+            b')' | b']' | b'}' => {
+                i += 1;
+                (true, false, false)
+            }
+            b'[' | b'{' => {
+                let comma = skip_space(bytes, i + 1);
+                let close = if b == b'[' { b']' } else { b'}' };
+                if bytes.get(comma) == Some(&b',') && bytes.get(skip_space(bytes, comma + 1)) == Some(&close)
+                {
+                    edits.push((comma, " ", 1));
+                }
+                i += 1;
+                (false, false, false)
+            }
+            b'!' | b'=' | b'<' | b'>' => {
+                i += if bytes.get(i + 1) == Some(&b'=') { 2 } else { 1 };
+                (false, false, false)
+            }
+            _ => {
+                i += 1;
+                (false, false, false)
+            }
+        };
+        (after_operand, after_not, after_neg) = (operand, not, neg);
+    }
+    if edits.is_empty() {
+        return Ok(Cow::Borrowed(source));
+    }
+    let mut edited = String::with_capacity(source.len() + edits.len());
+    let mut from = 0;
+    for (at, replacement, len) in edits {
+        edited.push_str(&source[from..at]);
+        edited.push_str(replacement);
+        from = at + len;
+    }
+    edited.push_str(&source[from..]);
+    Ok(Cow::Owned(edited))
+}
+
+/// The index just past the string literal opening at `start`; a single-line literal (not
+/// triple-quoted) may not hold a line break.
+fn skip_string_on_its_lines(bytes: &[u8], start: usize, raw: bool) -> Result<usize, CelError> {
+    let end = skip_string(bytes, start, raw);
+    let quote = bytes[start];
+    let triple = bytes.get(start + 1) == Some(&quote) && bytes.get(start + 2) == Some(&quote);
+    if !triple && bytes[start..end].iter().any(|&c| c == b'\n' || c == b'\r') {
+        return Err(compile_error("a line break inside a single-line string literal"));
+    }
+    Ok(end)
+}
+
+/// The index just past the `//` comment starting at `start`.
+fn skip_comment(bytes: &[u8], start: usize) -> usize {
+    bytes[start..]
+        .iter()
+        .position(|&b| b == b'\n')
+        .map_or(bytes.len(), |n| start + n)
+}
+
+/// The index of the first byte from `start` that is not white space or part of a comment.
+fn skip_space(bytes: &[u8], mut i: usize) -> usize {
+    while i < bytes.len() {
+        match bytes[i] {
+            b' ' | b'\t' | b'\r' | b'\n' | b'\x0c' => i += 1,
+            b'/' if bytes.get(i + 1) == Some(&b'/') => i = skip_comment(bytes, i),
+            _ => break,
+        }
+    }
+    i
+}
+
+/// The index just past the number literal at `start` (`12`, `0x1F`, `1.5e-3`, `.5`, `3u`), and
+/// whether it is unsigned.
+fn skip_number(bytes: &[u8], start: usize) -> (usize, bool) {
+    let digits = |mut i: usize, hex: bool| {
+        while bytes
+            .get(i)
+            .is_some_and(|b| b.is_ascii_digit() || (hex && b.is_ascii_hexdigit()))
+        {
+            i += 1;
+        }
+        i
+    };
+    let mut i = start;
+    if bytes.get(i) == Some(&b'0') && matches!(bytes.get(i + 1), Some(b'x' | b'X')) {
+        i = digits(i + 2, true);
+    } else {
+        i = digits(i, false);
+        let mut double = false;
+        if bytes.get(i) == Some(&b'.') && bytes.get(i + 1).is_some_and(u8::is_ascii_digit) {
+            i = digits(i + 1, false);
+            double = true;
+        }
+        if matches!(bytes.get(i), Some(b'e' | b'E')) {
+            let sign = usize::from(matches!(bytes.get(i + 1), Some(b'+' | b'-')));
+            if bytes.get(i + 1 + sign).is_some_and(u8::is_ascii_digit) {
+                i = digits(i + 1 + sign, false);
+                double = true;
+            }
+        }
+        if double {
+            return (i, false);
+        }
+    }
+    if matches!(bytes.get(i), Some(b'u' | b'U')) {
+        (i + 1, true)
+    } else {
+        (i, false)
+    }
 }
 
 /// Whether the digits ending at `dot` belong to an identifier (`a1.b`) rather than a number.

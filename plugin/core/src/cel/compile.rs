@@ -3,15 +3,16 @@
 
 use std::sync::Arc;
 
-use cel::common::ast::{EntryExpr, Expr, IdedExpr, LiteralValue};
+use cel::common::ast::{Expr, IdedExpr, LiteralValue};
 use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{Context, Env, Value};
 
 use super::CelError;
-use super::check::{Checker, MAX_NESTING, check_nesting, compile_error};
+use super::check::{Checker, MAX_NESTING, check_nesting, compile_error, prepare_source};
 use super::cost::{METER_VAR, Meter};
 use super::instrument::instrument;
+use super::macros::{self, try_for_each_child};
 use super::values::RegexVal;
 
 /// The variable an expression is evaluated against.
@@ -55,11 +56,7 @@ pub(crate) struct Program {
 
 pub(crate) fn compile(env: &Arc<Env>, source: &str, root: Root) -> Result<Program, CelError> {
     check_nesting(source)?;
-    let parsed = env
-        .parser()
-        .max_recursion_depth((MAX_NESTING + 8) as u16)
-        .parse(source)
-        .map_err(|e| CelError::Compile(e.to_string()))?;
+    let parsed = parse(source)?;
     Checker::new(env, root).check(&parsed)?;
     let (mut expr, static_cost) = instrument(parsed);
     let mut regexes = Vec::new();
@@ -72,6 +69,22 @@ pub(crate) fn compile(env: &Arc<Env>, source: &str, root: Root) -> Result<Progra
     })
 }
 
+/// Parses `source` with cel-rust's Pratt parser and expands the macros it leaves as calls.
+///
+/// The Pratt parser, not the crate's default ANTLR one, because the ANTLR runtime and its
+/// generated parser are about 0.4 MB of each guest (see docs/PERFORMANCE.md, nineteenth round);
+/// the test `the_pratt_parser_builds_what_the_antlr_parser_builds` checks that both build the
+/// same trees. Optional syntax (`a.?b`, `a[?b]`, `[?a]`, `{?k: v}`) is on, as in Kubernetes CEL.
+pub(super) fn parse(source: &str) -> Result<IdedExpr, CelError> {
+    let source = prepare_source(source)?;
+    let parsed = cel::parser::PrattParser::new()
+        .enable_optional_syntax(true)
+        .max_recursion_depth((MAX_NESTING + 8) as u16)
+        .parse(&source)
+        .map_err(|e| CelError::Compile(e.to_string()))?;
+    macros::expand(parsed)
+}
+
 /// Variable prefix of precompiled patterns.
 const REGEX_VAR: &str = "@re";
 
@@ -79,55 +92,22 @@ const REGEX_VAR: &str = "@re";
 /// regex: cel-rust's `matches` compiles its pattern on every call (~10 µs). An invalid constant
 /// pattern is a compile error.
 fn precompile_regexes(expr: &mut IdedExpr, regexes: &mut Vec<RegexVal>) -> Result<(), CelError> {
-    match &mut expr.expr {
-        Expr::Call(call) => {
-            if let Some(target) = call.target.as_deref_mut() {
-                precompile_regexes(target, regexes)?;
-            }
-            for arg in &mut call.args {
-                precompile_regexes(arg, regexes)?;
-            }
-            let pattern = match (call.func_name.as_str(), call.target.is_some()) {
-                ("matches", true) => call.args.get_mut(0),
-                ("matches", false) => call.args.get_mut(1),
-                _ => None,
-            };
-            if let Some(pattern) = pattern
-                && let Expr::Literal(LiteralValue::String(text)) = &pattern.expr
-            {
-                let regex = super::re2::compile(text.inner()).map_err(|e| {
-                    compile_error(format!("invalid regular expression {:?}: {e}", text.inner()))
-                })?;
-                pattern.expr = Expr::Ident(format!("{REGEX_VAR}{}", regexes.len()));
-                regexes.push(RegexVal(Arc::new(regex)));
-            }
-        }
-        Expr::Select(select) => precompile_regexes(&mut select.operand, regexes)?,
-        Expr::List(list) => {
-            for element in &mut list.elements {
-                precompile_regexes(element, regexes)?;
-            }
-        }
-        Expr::Map(map) => {
-            for entry in &mut map.entries {
-                if let EntryExpr::MapEntry(e) = &mut entry.expr {
-                    precompile_regexes(&mut e.key, regexes)?;
-                    precompile_regexes(&mut e.value, regexes)?;
-                }
-            }
-        }
-        Expr::Comprehension(c) => {
-            for part in [
-                &mut c.iter_range,
-                &mut c.accu_init,
-                &mut c.loop_cond,
-                &mut c.loop_step,
-                &mut c.result,
-            ] {
-                precompile_regexes(part, regexes)?;
-            }
-        }
-        Expr::Literal(_) | Expr::Ident(_) | Expr::Struct(_) | Expr::Unspecified => {}
+    try_for_each_child(&mut expr.expr, &mut |child| precompile_regexes(child, regexes))?;
+    let Expr::Call(call) = &mut expr.expr else {
+        return Ok(());
+    };
+    let pattern = match (call.func_name.as_str(), call.target.is_some()) {
+        ("matches", true) => call.args.get_mut(0),
+        ("matches", false) => call.args.get_mut(1),
+        _ => None,
+    };
+    if let Some(pattern) = pattern
+        && let Expr::Literal(LiteralValue::String(text)) = &pattern.expr
+    {
+        let regex = super::re2::compile(text.inner())
+            .map_err(|e| compile_error(format!("invalid regular expression {:?}: {e}", text.inner())))?;
+        pattern.expr = Expr::Ident(format!("{REGEX_VAR}{}", regexes.len()));
+        regexes.push(RegexVal(Arc::new(regex)));
     }
     Ok(())
 }

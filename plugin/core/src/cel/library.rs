@@ -8,7 +8,7 @@
 //!   `sign(q)`), `isInteger()`, `asInteger()`, `asApproximateFloat()`.
 //! - `semver(string)`, `semver(string, bool)` (normalize), `isSemver(string[, bool])`; on a
 //!   version: `major()`, `minor()`, `patch()`, `compareTo`, `isGreaterThan`, `isLessThan`.
-//! - `cel.bind(var, init, expr)`.
+//! - `cel.bind(var, init, expr)`, a macro expanded after parsing ([`super::macros`]).
 //! - `matches(string, string)` and `string.matches(string)`, as cel-go's `matches` over Go's
 //!   `regexp` ([`super::re2`]): a constant pattern is compiled with the expression, a computed one
 //!   on each call.
@@ -16,10 +16,8 @@
 use std::cmp::Ordering;
 use std::sync::{Arc, LazyLock};
 
-use cel::common::ast::{ComprehensionExpr, Expr, IdedExpr, ListExpr, LiteralValue};
 use cel::common::types::{BOOL_TYPE, CelBool, CelDouble, CelInt, CelString, INT_TYPE, STRING_TYPE};
 use cel::common::value::{CowVal, FromVal, Val};
-use cel::parser::{Macro, MacroExprHelper, ParseError};
 use cel::{DeclarationError, Env, ExecutionError};
 
 use super::cost;
@@ -36,7 +34,9 @@ pub(crate) fn environment() -> Arc<Env> {
     Arc::clone(&ENV)
 }
 
-fn build() -> Result<Env, DeclarationError> {
+/// The environment's declarations. `cel.bind` is not one of them: it is a macro, expanded after
+/// parsing (see the `macros` module).
+pub(super) fn build() -> Result<Env, DeclarationError> {
     let mut env = Env::stdlib();
     env.add_extension(cel::extensions::strings)?;
     env.add_type(QUANTITY_TYPE.to_owned())?;
@@ -97,7 +97,6 @@ fn build() -> Result<Env, DeclarationError> {
     env.add_member_overload("matches", "matches_string", str_(), vec![str_()], text_matches)?;
     env.add_overload("matches", "matches", vec![str_(), str_()], text_matches)?;
 
-    env.add_macro(Macro::receiver("bind", 3, bind_macro))?;
     cost::register(&mut env)?;
     Ok(env)
 }
@@ -304,38 +303,4 @@ fn text_matches<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
         message: format!("invalid regular expression {:?}: {e}", pattern.inner()),
     })?;
     owned(CelBool::from(regex.is_match(text.inner())))
-}
-
-/// `cel.bind(var, init, expr)`: a comprehension over an empty list whose accumulator, `var`, is
-/// `init` and whose result is `expr`, as cel-go's `ext.Bindings` expands it.
-fn bind_macro(
-    helper: &mut MacroExprHelper<'_>,
-    target: &mut Option<IdedExpr>,
-    args: &mut Vec<IdedExpr>,
-) -> Result<Option<IdedExpr>, ParseError> {
-    if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(name)) if name == "cel") {
-        return Ok(None);
-    }
-    let var = match args.first().map(|a| (a.id, &a.expr)) {
-        Some((_, Expr::Ident(name))) => name.clone(),
-        Some((id, _)) => {
-            return Err(helper.new_error(id, "cel.bind() variable name must be a simple identifier"));
-        }
-        None => return Ok(None),
-    };
-    target.take();
-    let [_, init, result]: [IdedExpr; 3] = std::mem::take(args)
-        .try_into()
-        .map_err(|_| helper.new_error(0, "cel.bind() takes three arguments"))?;
-    let bind = ComprehensionExpr {
-        iter_range: helper.next_expr(Expr::List(ListExpr::new(Vec::new()))),
-        iter_var: "#unused".to_owned(),
-        iter_var2: None,
-        accu_var: var.clone(),
-        accu_init: init,
-        loop_cond: helper.next_expr(Expr::Literal(LiteralValue::Boolean(CelBool::from(false)))),
-        loop_step: helper.next_expr(Expr::Ident(var)),
-        result,
-    };
-    Ok(Some(helper.next_expr(Expr::Comprehension(Box::new(bind)))))
 }

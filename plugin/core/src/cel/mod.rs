@@ -22,6 +22,9 @@ mod compile;
 mod cost;
 mod instrument;
 mod library;
+mod macros;
+#[cfg(test)]
+mod parse_tests;
 mod re2;
 mod semver;
 mod values;
