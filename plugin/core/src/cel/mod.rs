@@ -10,8 +10,10 @@
 //!   `device.attributes["x"].y` is a "no such key" error while `"y" in device.attributes["x"]` is
 //!   false. Attribute values are `int`, `bool`, `string`, a semantic version, or lists of those.
 //!   Extractors see the opaque configuration object as `object` (JSON mapped to CEL values).
-//! - **Compilation** parses and checks names (variables, `device` fields, declared functions);
-//!   results are cached by text in [`CelCache`], compile errors included.
+//! - **Compilation** parses (cel-rust's Pratt parser, held by the `parse_tests` to the trees of
+//!   its ANTLR parser; `cel.bind`, `optMap` and `optFlatMap` expanded after parsing) and checks
+//!   names (variables, `device` fields, declared functions); results are cached by text in
+//!   [`CelCache`], compile errors included.
 //! - **Evaluation** binds the prepared [`CelDevice`] or [`CelObject`] by reference (no per-call
 //!   conversion) in a context over one shared environment, and enforces a cost budget
 //!   ([`DEFAULT_COST_LIMIT`], as Kubernetes' `CELSelectorExpressionMaxCost`) by metering the
