@@ -58,6 +58,7 @@ def main():
     nic = json.dumps({"apiVersion": "networking.example.com/v1", "kind": "NICConfig", "subnetID": "a"})
     for selector, e in sorted(exprs):
         put("cel", (b"\x00" if selector else b"\x01") + e.encode() + (b"" if selector else b"\x00" + nic.encode()))
+        put("cel_parsers", e.encode())
     for q in ["1", "0", "1500m", "4Gi", "1e3", "2.5k", "-3Mi", "0.001", "1E", "9223372036854775807", "12n\n3u"]:
         put("quantity", q.encode())
     for i in range(4):

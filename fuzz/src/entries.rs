@@ -92,6 +92,18 @@ pub fn quantity(data: &[u8]) {
     }
 }
 
+/// `cel_parsers`: the text as a CEL expression, parsed by the core's parser (cel-rust's Pratt
+/// parser with the core's source adaptations and macro expansions) and by cel-rust's ANTLR
+/// parser, built from cel-go's grammar: the same tree, or both reject.
+pub fn cel_parsers(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Err(disagreement) = sharing_affinity_core::cel::compare_parsers(text) {
+        panic!("{disagreement}");
+    }
+}
+
 /// `cel`: `<mode byte><expression>\0<JSON>`. Mode even: a device selector, evaluated against the
 /// devices of a recorded cluster; odd: an extractor evaluated against the JSON (or a NICConfig).
 /// Compile and evaluate with a small cost budget; never panics.

@@ -57,6 +57,11 @@ fn cel_corpus() {
 }
 
 #[test]
+fn cel_parsers_corpus() {
+    replay("cel_parsers", entries::cel_parsers);
+}
+
+#[test]
 fn cycle_corpus() {
     replay("cycle", entries::cycle);
 }

@@ -27,6 +27,8 @@ mod library;
 mod macros;
 #[cfg(test)]
 mod parse_tests;
+#[cfg(any(test, feature = "parser-oracle"))]
+mod parser_oracle;
 mod re2;
 mod semver;
 mod values;
@@ -42,6 +44,8 @@ use cel::common::value::Val;
 use crate::model::AttributeValue;
 use crate::quantity::Quantity;
 use compile::{Program, Root};
+#[cfg(feature = "parser-oracle")]
+pub use parser_oracle::compare_parsers;
 use values::StrMap;
 
 /// Runtime cost limit of one evaluation, as Kubernetes' `CELSelectorExpressionMaxCost`.

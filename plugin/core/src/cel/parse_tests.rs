@@ -1,86 +1,16 @@
 //! The parser the core uses (cel-rust's Pratt parser, then the `macros` expansions) against
-//! cel-rust's ANTLR parser, its default, which expands the same macros while parsing.
-//!
-//! The guests leave the ANTLR parser out (about 0.4 MB); it is compiled only into this test, as
-//! the oracle. Both must accept the same sources and build the same trees, node ids aside (the
-//! ids number nodes in a different order and nothing reads them). The sources are a table of the
-//! grammar's corners, expressions generated from the grammar with a fixed seed, and the
-//! generated expressions with one byte dropped, doubled or replaced (mostly errors, which both
-//! must reject).
+//! cel-rust's ANTLR parser, its default, through [`compare_parsers`]: both must accept the same
+//! sources and build the same trees, node ids aside. The sources are a table of the grammar's
+//! corners, expressions generated from the grammar with a fixed seed, and the generated
+//! expressions with one byte dropped, doubled or replaced (mostly errors, which both must
+//! reject). The fuzz target `cel_parsers` compares them on what libFuzzer finds.
 
-use std::sync::LazyLock;
-
-use cel::Env;
-use cel::common::ast::{Expr, IdedExpr, MapExpr, StructExpr};
-use cel::parser::Macro;
-
-use super::CelError;
-use super::check::{MAX_NESTING, check_nesting};
-use super::compile::parse;
-use super::library::build;
-use super::macros::{Ids, bind, try_for_each_child};
-
-/// The environment's declarations with `cel.bind` as a parse-time macro, as the core had it
-/// before it moved to the Pratt parser.
-static ANTLR_ENV: LazyLock<Env> = LazyLock::new(|| {
-    let mut env = build().expect("the built-in CEL declarations are consistent");
-    env.add_macro(Macro::receiver("bind", 3, |helper, target, args| {
-        if !matches!(target.as_ref().map(|t| &t.expr), Some(Expr::Ident(ns)) if ns == "cel") {
-            return Ok(None);
-        }
-        let var = match &args[0].expr {
-            Expr::Ident(name) => name.clone(),
-            _ => return Err(helper.new_error(args[0].id, "variable name must be a simple identifier")),
-        };
-        target.take();
-        let [_, init, result]: [IdedExpr; 3] = std::mem::take(args).try_into().expect("three arguments");
-        Ok(Some(bind(&mut Ids(0), &var, init, result)))
-    }))
-    .expect("no bind macro yet");
-    env
-});
-
-fn antlr(source: &str) -> Result<IdedExpr, CelError> {
-    check_nesting(source)?;
-    ANTLR_ENV
-        .parser()
-        .max_recursion_depth((MAX_NESTING + 8) as u16)
-        .parse(source)
-        .map_err(|e| CelError::Compile(e.to_string()))
-}
-
-fn pratt(source: &str) -> Result<IdedExpr, CelError> {
-    check_nesting(source)?;
-    parse(source)
-}
-
-/// Every node id set to 0.
-fn normalised(mut e: IdedExpr) -> IdedExpr {
-    fn clear(e: &mut IdedExpr) -> Result<(), CelError> {
-        e.id = 0;
-        if let Expr::Map(MapExpr { entries }) | Expr::Struct(StructExpr { entries, .. }) = &mut e.expr {
-            entries.iter_mut().for_each(|entry| entry.id = 0);
-        }
-        try_for_each_child(&mut e.expr, &mut clear)
-    }
-    clear(&mut e).expect("clearing ids cannot fail");
-    e
-}
+use super::check::MAX_NESTING;
+use super::parser_oracle::compare_parsers;
 
 /// Compares the two parsers on `source`; returns whether it parsed.
 fn same_tree(source: &str) -> bool {
-    match (antlr(source), pratt(source)) {
-        (Ok(a), Ok(p)) => {
-            let (a, p) = (normalised(a), normalised(p));
-            assert!(
-                a == p,
-                "{source:?}: the parsers build different trees\nANTLR: {a:?}\nPratt: {p:?}"
-            );
-            true
-        }
-        (Err(_), Err(_)) => false,
-        (a, p) => panic!("{source:?}: one parser accepts, the other does not\nANTLR: {a:?}\nPratt: {p:?}"),
-    }
+    compare_parsers(source).unwrap_or_else(|disagreement| panic!("{disagreement}"))
 }
 
 /// The grammar's corners, each with whether it parses.
