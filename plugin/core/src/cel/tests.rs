@@ -704,6 +704,30 @@ fn quantity_and_semver_libraries() {
             "cel.bind may shadow device",
         ),
         (
+            r#"optional.of(1).optMap(x, x + 1).value() == 2 && !optional.none().optMap(x, x + 1).hasValue()"#,
+            "gpu",
+            True,
+            "optMap maps a value and keeps none",
+        ),
+        (
+            r#"optional.of(2).optFlatMap(x, x > 1 ? optional.of(x * 2) : optional.none()).value() == 4"#,
+            "gpu",
+            True,
+            "optFlatMap returns the optional its body gives",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].?model.optMap(m, m + "!").orValue("") == "A100-SXM!""#,
+            "gpu",
+            True,
+            "optMap on an optional selection (the target bound once)",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].?nosuch.optMap(m, m + "!").orValue("none") == "none""#,
+            "gpu",
+            True,
+            "optMap on an absent attribute",
+        ),
+        (
             r#"[1, 2, 3].map(x, x * 2) == [2, 4, 6] && [1, 2, 3].filter(x, x > 1) == [2, 3]"#,
             "gpu",
             True,
