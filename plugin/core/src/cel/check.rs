@@ -164,7 +164,13 @@ pub(super) fn check_nesting(source: &str) -> Result<(), CelError> {
 pub(super) fn prepare_source(source: &str) -> Result<Cow<'_, str>, CelError> {
     let bytes = source.as_bytes();
     let is_ident = |b: u8| b.is_ascii_alphanumeric() || b == b'_';
-    let mixed = || compile_error("'!' and a unary '-' cannot be mixed without parentheses");
+    let mixed = |at: usize| {
+        error_at(
+            bytes,
+            at,
+            "'!' and a unary '-' cannot be mixed without parentheses",
+        )
+    };
     let mut i = 0;
     // The previous token ends an operand (so a `-` is binary).
     let mut after_operand = false;
@@ -196,9 +202,8 @@ pub(super) fn prepare_source(source: &str) -> Result<Cow<'_, str>, CelError> {
                 if matches!(bytes.get(i), Some(b'"' | b'\'')) {
                     let prefix = word.to_ascii_lowercase();
                     if prefix == b"rb" {
-                        return Err(compile_error(
-                            "string prefix 'rb': raw bytes literals are written br\"...\"",
-                        ));
+                        let msg = "string prefix 'rb': raw bytes literals are written br\"...\"";
+                        return Err(error_at(bytes, start, msg));
                     }
                     if matches!(&prefix[..], b"r" | b"b" | b"br") {
                         i = skip_string_on_its_lines(bytes, i, prefix.contains(&b'r'))?;
@@ -223,7 +228,7 @@ pub(super) fn prepare_source(source: &str) -> Result<Cow<'_, str>, CelError> {
             }
             b'!' if bytes.get(i + 1) != Some(&b'=') => {
                 if after_neg {
-                    return Err(mixed());
+                    return Err(mixed(i));
                 }
                 i += 1;
                 (false, true, false)
@@ -236,7 +241,7 @@ pub(super) fn prepare_source(source: &str) -> Result<Cow<'_, str>, CelError> {
                     let number = bytes.get(next).is_some_and(|c| c.is_ascii_digit() || *c == b'.');
                     let (end, unsigned) = skip_number(bytes, next);
                     if !number || unsigned {
-                        return Err(mixed());
+                        return Err(mixed(i - 1));
                     }
                     // `!-2.f` is `!((-2).f)`; the Pratt parser would negate `2.f`.
                     edits.push((i - 1, "(", 0));
@@ -293,9 +298,24 @@ fn skip_string_on_its_lines(bytes: &[u8], start: usize, raw: bool) -> Result<usi
     let quote = bytes[start];
     let triple = bytes.get(start + 1) == Some(&quote) && bytes.get(start + 2) == Some(&quote);
     if !triple && bytes[start..end].iter().any(|&c| c == b'\n' || c == b'\r') {
-        return Err(compile_error("a line break inside a single-line string literal"));
+        return Err(error_at(
+            bytes,
+            start,
+            "a line break inside a single-line string literal",
+        ));
     }
     Ok(end)
+}
+
+/// A compile error at byte `at` of the source, placed as the parser places its errors
+/// (`<input>:line:column`, both from 1, the column in characters).
+fn error_at(bytes: &[u8], at: usize, msg: &str) -> CelError {
+    let before = &bytes[..at];
+    let line_start = before.iter().rposition(|&b| b == b'\n').map_or(0, |n| n + 1);
+    let line = 1 + before.iter().filter(|&&b| b == b'\n').count();
+    // Characters, not bytes: count the bytes that start a UTF-8 sequence.
+    let column = 1 + before[line_start..].iter().filter(|&&b| b & 0xC0 != 0x80).count();
+    compile_error(format!("ERROR: <input>:{line}:{column}: {msg}"))
 }
 
 /// The index just past the `//` comment starting at `start`.
