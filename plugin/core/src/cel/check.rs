@@ -149,7 +149,8 @@ pub(super) fn check_nesting(source: &str) -> Result<(), CelError> {
 /// Adapts `source` to cel-rust's Pratt parser, which the core parses with (see `compile::parse`),
 /// where it departs from cel-go's grammar.
 ///
-/// Rejects what the grammar rejects but the Pratt parser accepts: a line break inside a
+/// Rejects what the grammar rejects but the Pratt parser accepts: white space other than space,
+/// tab, line feed, carriage return and form feed, a line break inside a
 /// single-line string literal, the prefix `rb` (raw bytes are `br"..."`), and `!` mixed with a
 /// unary `-` (`-!a`, `!-a`, `!-1u`: the grammar allows a unary chain of one operator, and a `-`
 /// right after `!` only as the sign of a number literal, as in `!-1`). Blanks the lone comma of
@@ -268,6 +269,19 @@ pub(super) fn prepare_source(source: &str) -> Result<Cow<'_, str>, CelError> {
             }
             b'!' | b'=' | b'<' | b'>' => {
                 i += if bytes.get(i + 1) == Some(&b'=') { 2 } else { 1 };
+                (false, false, false)
+            }
+            _ if b >= 0x80 || b == 0x0B => {
+                // Outside strings and comments only ASCII is CEL; white space is space, tab,
+                // line feed, carriage return and form feed, where the Pratt parser also skips
+                // the other Unicode white space (a vertical tab, a no-break space).
+                let c = source.get(i..).and_then(|rest| rest.chars().next());
+                let c = c.unwrap_or(char::REPLACEMENT_CHARACTER);
+                if c.is_whitespace() {
+                    let msg = format!("{c:?} is not white space in CEL");
+                    return Err(error_at(bytes, i, &msg));
+                }
+                i += c.len_utf8().min(bytes.len() - i);
                 (false, false, false)
             }
             _ => {
