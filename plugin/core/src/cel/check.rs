@@ -157,8 +157,9 @@ pub(super) fn check_nesting(source: &str) -> Result<(), CelError> {
 /// an empty list, map or message literal (`[,]`, `{,}`, `Foo{,}`), which the grammar accepts and
 /// the Pratt parser does not. Puts a signed number after `!` in parentheses (`!-2.f` is
 /// `!(-2).f`), where the Pratt parser would negate the chain that follows the number (`!-(2.f)`),
-/// and a space between a number and a word (`7in x`), which the Pratt parser reads as one bad
-/// number; error positions after such an insertion move by one or two columns.
+/// and a space between a number and a word (`7in x`, and `0X7`, which the grammar reads as `0`
+/// then `X7`: hexadecimal is `0x` only), where the Pratt parser reads one number; error
+/// positions after such an insertion move by one or two columns.
 ///
 /// The test `the_pratt_parser_builds_what_the_antlr_parser_builds` holds the Pratt parser with
 /// this step to the same sources and trees as cel-rust's ANTLR parser, built from the grammar.
@@ -365,7 +366,8 @@ fn skip_number(bytes: &[u8], start: usize) -> (usize, bool) {
         i
     };
     let mut i = start;
-    if bytes.get(i) == Some(&b'0') && matches!(bytes.get(i + 1), Some(b'x' | b'X')) {
+    // Hexadecimal with a lower-case `0x` only, as in cel-go's grammar (`0X1` is `0` then `X1`).
+    if bytes.get(i) == Some(&b'0') && bytes.get(i + 1) == Some(&b'x') {
         i = digits(i + 2, true);
     } else {
         i = digits(i, false);
