@@ -83,9 +83,7 @@ pub(super) fn check_nesting(source: &str) -> Result<(), CelError> {
                 continue;
             }
             b'/' if bytes.get(i + 1) == Some(&b'/') => {
-                while i < bytes.len() && bytes[i] != b'\n' {
-                    i += 1;
-                }
+                i = skip_comment(bytes, i);
                 continue;
             }
             b'(' | b'[' | b'{' => {

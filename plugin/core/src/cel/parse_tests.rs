@@ -225,27 +225,19 @@ const CORNERS: &[(&str, bool)] = &[
 
 #[test]
 fn source_errors_say_where() {
-    let error = |source: &str| super::compile::parse(source).unwrap_err().to_string();
-    assert!(
-        error("a && -!b").contains("<input>:1:7: '!' and a unary '-'"),
-        "{}",
-        error("a && -!b")
-    );
-    assert!(
-        error("x ||\n  !-y").contains("<input>:2:4: '!' and"),
-        "{}",
-        error("x ||\n  !-y")
-    );
-    assert!(
-        error("'é' + rb'x'").contains("<input>:1:7: string prefix 'rb'"),
-        "{}",
-        error("'é' + rb'x'")
-    );
-    assert!(
-        error("a + 'b\nc'").contains("<input>:1:5: a line break inside a single-line string"),
-        "{}",
-        error("a + 'b\nc'")
-    );
+    let cases = [
+        ("a && -!b", "<input>:1:7: '!' and a unary '-'"),
+        ("x ||\n  !-y", "<input>:2:4: '!' and"),
+        ("'é' + rb'x'", "<input>:1:7: string prefix 'rb'"),
+        (
+            "a + 'b\nc'",
+            "<input>:1:5: a line break inside a single-line string",
+        ),
+    ];
+    for (source, place) in cases {
+        let error = super::compile::parse(source).unwrap_err().to_string();
+        assert!(error.contains(place), "{source:?}: {error}");
+    }
 }
 
 #[test]
