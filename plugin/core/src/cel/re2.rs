@@ -1,129 +1,238 @@
 //! Regular expressions as Kubernetes CEL's `matches()` reads them: Go's `regexp` (RE2 syntax).
 //!
-//! The regex crate reads the same syntax and runs it in linear time, but its Perl classes and
-//! word boundaries follow Unicode where Go's are ASCII: in Go, `\d` is `[0-9]`, `\w` is
-//! `[0-9A-Za-z_]`, `\s` is `[\t\n\f\r ]` (no `\v`), and `\b`/`\B` look at ASCII word characters
-//! only. A selector `matches("^\\d+$")` on an attribute written in Arabic-Indic digits is false
-//! in the Kubernetes scheduler, so it must be false here. The pattern is parsed, those items are
-//! rewritten into the ASCII classes and `(?-u:\b)` assertions that mean the same as Go's, and the
-//! result is compiled. Everything else (Unicode classes such as `\pL`, case folding under `(?i)`,
-//! POSIX classes, which are ASCII in both) already agrees.
+//! `regex-syntax` parses Go's syntax, but the regex crate's Perl classes follow Unicode where
+//! Go's are ASCII: in Go, `\d` is `[0-9]`, `\w` is `[0-9A-Za-z_]`, `\s` is `[\t\n\f\r ]` (no
+//! `\v`), and `\b`/`\B` look at ASCII word characters only. A selector `matches("^\\d+$")` on an
+//! attribute written in Arabic-Indic digits is false in the Kubernetes scheduler, so it must be
+//! false here. So the pattern is parsed, its Perl classes rewritten into Go's ASCII classes, and
+//! the tree translated (`regex-syntax`'s translator: Unicode classes such as `\pL` and case
+//! folding under `(?i)` resolved into explicit code point ranges, as Go resolves them; POSIX
+//! classes, ASCII in both). The translation is written out for `regex-lite`, which matches it:
+//! every class as its ranges, every character outside `[0-9A-Za-z]` as a `\x{…}` escape, every
+//! word boundary as `regex-lite`'s, which is ASCII as Go's is. `regex-lite` is a PikeVM (linear
+//! in the text, like Go's `regexp`) a fraction of the size of the regex crate's engines; it knows
+//! no Unicode classes itself, and needs none: the translator has resolved them.
 //!
-//! Go's Unicode classes are general categories (`\pL`, `\p{Nd}`) and scripts (`\p{Greek}`); the
-//! regex crate is built with only those tables and case folding (the workspace's `regex`
-//! features), so Unicode's binary properties (`\p{Alphabetic}`), ages and segmentation classes
-//! are errors here as in Go, and their tables (about 160 KB) stay out of the guests.
+//! Go's Unicode classes are general categories (`\pL`, `\p{Nd}`) and scripts (`\p{Greek}`);
+//! `regex-syntax` is built with only those tables and case folding (the workspace's features),
+//! so Unicode's binary properties (`\p{Alphabetic}`), ages and segmentation classes are errors
+//! here as in Go, and their tables (about 160 KB) stay out of the guests.
 //!
-//! Syntax the regex crate accepts and Go rejects (`(?x)`, class set operations such as `&&`, the
+//! Syntax `regex-syntax` accepts and Go rejects (`(?x)`, class set operations such as `&&`, the
 //! word-boundary forms `\<`, `\>`, `\b{start}`, which are read as ASCII like `\b`) is not
 //! rejected here: the API server compiles a selector's constant patterns with cel-go before a
 //! scheduler sees them.
 
-use regex::Regex;
+use std::fmt::Write as _;
+
+use regex_lite::Regex;
 use regex_syntax::ast::{
     self, Ast, ClassBracketed, ClassPerl, ClassPerlKind, ClassSet, ClassSetItem, ClassSetRange,
-    ClassSetUnion, Flag, Flags, FlagsItem, FlagsItemKind, Group, GroupKind, HexLiteralKind, Literal,
-    LiteralKind,
+    ClassSetUnion, HexLiteralKind, Literal, LiteralKind,
 };
+use regex_syntax::hir::{Class, Hir, HirKind, Look, translate::Translator};
 
-/// Compiles `pattern` with Go's meaning of `\d`, `\s`, `\w`, `\b` and `\B`; the error is the
-/// regex crate's message for the pattern as written.
+/// How deep `regex-lite` may nest the expression [`compile`] writes for it. The written
+/// expression nests no deeper than the pattern's syntax tree, which `regex-syntax`'s parser
+/// bounds first (250, as the regex crate's); the margin is for the groups that writing adds.
+const LITE_NEST_LIMIT: u32 = 512;
+
+/// Compiles `pattern` with Go's meaning of `\d`, `\s`, `\w`, `\b` and `\B`.
+///
+/// The pattern is parsed and translated by `regex-syntax` (Go's syntax, Unicode classes and
+/// case folding resolved into explicit code point ranges) and matched by `regex-lite`, which
+/// is given the translated expression written out with nothing left to interpret: every class
+/// as its ranges, every assertion in its ASCII form. An error names the pattern as written.
 pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
     let mut tree = ast::parse::Parser::new()
         .parse(pattern)
         .map_err(|e| regex_syntax::Error::from(e).to_string())?;
-    if !to_ascii(&mut tree) {
-        return Regex::new(pattern).map_err(|e| e.to_string());
-    }
-    let mut text = String::with_capacity(pattern.len() + 32);
-    ast::print::Printer::new()
-        .print(&tree, &mut text)
-        .map_err(|e| e.to_string())?;
-    Regex::new(&text).map_err(|e| as_written(pattern, &text, e))
+    to_ascii(&mut tree);
+    let hir = Translator::new()
+        .translate(pattern, &tree)
+        .map_err(|e| regex_syntax::Error::from(e).to_string())?;
+    let mut text = String::with_capacity(pattern.len() * 2 + 16);
+    write_hir(&hir, Prec::Alternation, &mut text);
+    regex_lite::RegexBuilder::new(&text)
+        .nest_limit(LITE_NEST_LIMIT)
+        .build()
+        .map_err(|e| format!("regex `{pattern}`: {e}"))
 }
 
-/// The error of a rewritten pattern, named by the pattern as written: the kind of a syntax error
-/// found when translating (an unknown `\p{…}` class), or the regex crate's message for the rest
-/// (a size limit, which names no pattern). Compiling the pattern as written would not do: without
-/// regex's `unicode-perl` tables its Unicode `\d` is itself an error.
-fn as_written(pattern: &str, rewritten: &str, e: regex::Error) -> String {
-    match regex_syntax::Parser::new().parse(rewritten) {
-        Err(regex_syntax::Error::Translate(t)) => {
-            format!("regex parse error in `{pattern}`: {}", t.kind())
+/// How tightly an expression binds in the written pattern: a part is grouped when its context
+/// needs it to bind tighter than it does.
+#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Prec {
+    /// `a|b`
+    Alternation,
+    /// `ab`
+    Concat,
+    /// `a*`
+    Repetition,
+    /// one item: a character, a class, an assertion, a group
+    Atom,
+}
+
+/// Writes `hir` in the syntax `regex-lite` reads, grouped where `context` needs it. Captures
+/// are written as their contents (only whether the pattern matches is asked).
+fn write_hir(hir: &Hir, context: Prec, out: &mut String) {
+    let own = match hir.kind() {
+        HirKind::Alternation(_) => Prec::Alternation,
+        HirKind::Concat(_) => Prec::Concat,
+        HirKind::Empty => Prec::Concat,
+        HirKind::Literal(lit) if String::from_utf8_lossy(&lit.0).chars().nth(1).is_some() => Prec::Concat,
+        HirKind::Repetition(_) | HirKind::Look(_) => Prec::Repetition,
+        HirKind::Capture(c) => return write_hir(&c.sub, context, out),
+        HirKind::Literal(_) | HirKind::Class(_) => Prec::Atom,
+    };
+    let group = own < context;
+    if group {
+        out.push_str("(?:");
+    }
+    match hir.kind() {
+        HirKind::Empty | HirKind::Capture(_) => {}
+        HirKind::Literal(lit) => {
+            // The translator's literals are UTF-8: `Translator` refuses patterns that could
+            // match invalid UTF-8, as the regex crate's `Regex` does.
+            for c in String::from_utf8_lossy(&lit.0).chars() {
+                write_char(c, out);
+            }
         }
-        _ => e.to_string(),
+        HirKind::Class(Class::Unicode(class)) => {
+            let ranges = class.iter().map(|r| (r.start(), r.end()));
+            write_class(ranges, out);
+        }
+        HirKind::Class(Class::Bytes(class)) => {
+            let ranges = class.iter().map(|r| (char::from(r.start()), char::from(r.end())));
+            write_class(ranges, out);
+        }
+        HirKind::Look(look) => out.push_str(look_text(*look)),
+        HirKind::Repetition(rep) => {
+            write_hir(&rep.sub, Prec::Atom, out);
+            match (rep.min, rep.max) {
+                (0, None) => out.push('*'),
+                (1, None) => out.push('+'),
+                (0, Some(1)) => out.push('?'),
+                (min, None) => {
+                    let _ = write!(out, "{{{min},}}");
+                }
+                (min, Some(max)) if min == max => {
+                    let _ = write!(out, "{{{min}}}");
+                }
+                (min, Some(max)) => {
+                    let _ = write!(out, "{{{min},{max}}}");
+                }
+            }
+            if !rep.greedy {
+                out.push('?');
+            }
+        }
+        HirKind::Concat(parts) => {
+            for part in parts {
+                write_hir(part, Prec::Concat, out);
+            }
+        }
+        HirKind::Alternation(parts) => {
+            for (i, part) in parts.iter().enumerate() {
+                if i > 0 {
+                    out.push('|');
+                }
+                write_hir(part, Prec::Concat, out);
+            }
+        }
+    }
+    if group {
+        out.push(')');
     }
 }
 
-/// Rewrites the Perl classes and word boundaries of `tree` into their ASCII forms; `false` when
-/// there were none (the pattern compiles as written).
-fn to_ascii(tree: &mut Ast) -> bool {
+/// A character as itself when it is an ASCII letter or digit, else as `\x{…}` (which no flag
+/// of the written pattern can reinterpret).
+fn write_char(c: char, out: &mut String) {
+    if c.is_ascii_alphanumeric() {
+        out.push(c);
+    } else {
+        let _ = write!(out, "\\x{{{:x}}}", u32::from(c));
+    }
+}
+
+/// A class as its ranges; the empty class as one that matches nothing.
+fn write_class(ranges: impl Iterator<Item = (char, char)>, out: &mut String) {
+    let start = out.len();
+    out.push('[');
+    for (first, last) in ranges {
+        write_char(first, out);
+        if last != first {
+            out.push('-');
+            write_char(last, out);
+        }
+    }
+    if out.len() == start + 1 {
+        out.push_str("^\\x{0}-\\x{10ffff}");
+    }
+    out.push(']');
+}
+
+/// An assertion in `regex-lite`'s syntax. Its word boundaries are ASCII, as Go's `\\b` and `\\B`
+/// are, so the translator's Unicode word boundaries (Unicode mode is on) are written as them;
+/// the regex crate's other forms (`\\<`, `\\b{start}`, ...), which Go lacks, are read the same way.
+fn look_text(look: Look) -> &'static str {
+    match look {
+        Look::Start => "\\A",
+        Look::End => "\\z",
+        Look::StartLF => "(?m:^)",
+        Look::EndLF => "(?m:$)",
+        Look::StartCRLF => "(?mR:^)",
+        Look::EndCRLF => "(?mR:$)",
+        Look::WordAscii | Look::WordUnicode => "\\b",
+        Look::WordAsciiNegate | Look::WordUnicodeNegate => "\\B",
+        Look::WordStartAscii | Look::WordStartUnicode => "\\b{start}",
+        Look::WordEndAscii | Look::WordEndUnicode => "\\b{end}",
+        Look::WordStartHalfAscii | Look::WordStartHalfUnicode => "\\b{start-half}",
+        Look::WordEndHalfAscii | Look::WordEndHalfUnicode => "\\b{end-half}",
+    }
+}
+
+/// Rewrites the Perl classes of `tree` (`\\d`, `\\s`, `\\w` and their negations, alone or in
+/// brackets) into Go's ASCII classes. Word boundaries need no rewrite: they are written out as
+/// `regex-lite`'s, which are ASCII (see [`look_text`]).
+fn to_ascii(tree: &mut Ast) {
     match tree {
-        Ast::ClassPerl(perl) => {
-            *tree = Ast::class_bracketed(go_class(perl));
-            true
-        }
-        // `\b`, `\B`, and the regex crate's `\<`, `\>`, `\b{start}`, ... (which Go lacks):
-        // every assertion but the anchors.
-        Ast::Assertion(a)
-            if !matches!(
-                a.kind,
-                ast::AssertionKind::StartLine
-                    | ast::AssertionKind::EndLine
-                    | ast::AssertionKind::StartText
-                    | ast::AssertionKind::EndText
-            ) =>
-        {
-            let span = a.span;
-            let assertion = std::mem::replace(tree, Ast::empty(span));
-            let item = |kind| FlagsItem { span, kind };
-            *tree = Ast::group(Group {
-                span,
-                kind: GroupKind::NonCapturing(Flags {
-                    span,
-                    items: vec![
-                        item(FlagsItemKind::Negation),
-                        item(FlagsItemKind::Flag(Flag::Unicode)),
-                    ],
-                }),
-                ast: Box::new(assertion),
-            });
-            true
-        }
+        Ast::ClassPerl(perl) => *tree = Ast::class_bracketed(go_class(perl)),
         Ast::ClassBracketed(class) => set_to_ascii(&mut class.kind),
         Ast::Repetition(r) => to_ascii(&mut r.ast),
         Ast::Group(g) => to_ascii(&mut g.ast),
-        Ast::Alternation(a) => a.asts.iter_mut().fold(false, |any, t| to_ascii(t) | any),
-        Ast::Concat(c) => c.asts.iter_mut().fold(false, |any, t| to_ascii(t) | any),
+        Ast::Alternation(a) => a.asts.iter_mut().for_each(to_ascii),
+        Ast::Concat(c) => c.asts.iter_mut().for_each(to_ascii),
         Ast::Empty(_)
         | Ast::Flags(_)
         | Ast::Literal(_)
         | Ast::Dot(_)
         | Ast::Assertion(_)
-        | Ast::ClassUnicode(_) => false,
+        | Ast::ClassUnicode(_) => {}
     }
 }
 
-fn set_to_ascii(set: &mut ClassSet) -> bool {
+fn set_to_ascii(set: &mut ClassSet) {
     match set {
         ClassSet::Item(item) => item_to_ascii(item),
-        ClassSet::BinaryOp(op) => set_to_ascii(&mut op.lhs) | set_to_ascii(&mut op.rhs),
+        ClassSet::BinaryOp(op) => {
+            set_to_ascii(&mut op.lhs);
+            set_to_ascii(&mut op.rhs);
+        }
     }
 }
 
-fn item_to_ascii(item: &mut ClassSetItem) -> bool {
+fn item_to_ascii(item: &mut ClassSetItem) {
     match item {
-        ClassSetItem::Perl(perl) => {
-            *item = ClassSetItem::Bracketed(Box::new(go_class(perl)));
-            true
-        }
+        ClassSetItem::Perl(perl) => *item = ClassSetItem::Bracketed(Box::new(go_class(perl))),
         ClassSetItem::Bracketed(class) => set_to_ascii(&mut class.kind),
-        ClassSetItem::Union(u) => u.items.iter_mut().fold(false, |any, i| item_to_ascii(i) | any),
+        ClassSetItem::Union(u) => u.items.iter_mut().for_each(item_to_ascii),
         ClassSetItem::Empty(_)
         | ClassSetItem::Literal(_)
         | ClassSetItem::Range(_)
         | ClassSetItem::Ascii(_)
-        | ClassSetItem::Unicode(_) => false,
+        | ClassSetItem::Unicode(_) => {}
     }
 }
 
@@ -334,5 +443,135 @@ mod tests {
             }
         }
         assert!(compiled > 3_000, "{compiled}");
+    }
+
+    /// `regex-lite` matches what the regex crate matches, given the same pattern: every pattern
+    /// of up to three fragments (Unicode classes, case folding, anchors, flags, repetitions,
+    /// alternations, groups) compiles with ours exactly when the regex crate compiles it in
+    /// Unicode mode, and then both agree on ASCII and non-ASCII text. A fragment with a Perl
+    /// class or a word boundary is given to the regex crate in Go's ASCII meaning, spelt out.
+    #[test]
+    fn regex_lite_matches_what_the_regex_crate_matches() {
+        let fragments: &[(&str, &str)] = &[
+            ("a", "a"),
+            ("é", "é"),
+            ("k", "k"),
+            ("ß", "ß"),
+            (r"\pL", r"\pL"),
+            (r"\p{Greek}", r"\p{Greek}"),
+            (r"\PN", r"\PN"),
+            (r"[\p{Lu}\d]", r"[\p{Lu}0-9]"),
+            (r"[^a-cé]", r"[^a-cé]"),
+            ("[[:alpha:]]", "[[:alpha:]]"),
+            (r"\x{212A}", r"\x{212A}"),
+            (r"\w", "[0-9A-Za-z_]"),
+            (r"\S", r"[^\t\n\f\r\x20]"),
+            (r"\b", r"(?-u:\b)"),
+            (r"\B", r"(?-u:\B)"),
+            (".", "."),
+            (r"\n", r"\n"),
+            ("(?i)", "(?i)"),
+            ("(?s)", "(?s)"),
+            ("(?m)", "(?m)"),
+            ("(?U)", "(?U)"),
+            ("(?x) ", "(?x) "),
+            ("^", "^"),
+            ("$", "$"),
+            (r"\A", r"\A"),
+            (r"\z", r"\z"),
+            ("(", "("),
+            (")", ")"),
+            ("(?:", "(?:"),
+            ("|", "|"),
+            ("*", "*"),
+            ("+?", "+?"),
+            ("{2,3}", "{2,3}"),
+            ("??", "??"),
+        ];
+        let tails: &[(&str, &str)] = &[
+            ("", ""),
+            ("b", "b"),
+            (")", ")"),
+            ("+", "+"),
+            ("$", "$"),
+            (r"\b", r"(?-u:\b)"),
+        ];
+        let texts = [
+            "",
+            "a",
+            "ab",
+            "λx",
+            "ÉCOLE",
+            "école\n",
+            "K",
+            "\u{212a}",
+            "ß",
+            "SS",
+            "ab\ncd",
+            "日本語",
+            "a1 b2",
+            "Ωmega\r\n",
+            "١٢",
+            "aaa",
+            "\n",
+        ];
+        let (mut compiled, mut matched) = (0, 0);
+        for &(a, a_oracle) in fragments {
+            for &(b, b_oracle) in fragments {
+                for &(c, c_oracle) in tails {
+                    let pattern = format!("{a}{b}{c}");
+                    let oracle = regex::Regex::new(&format!("{a_oracle}{b_oracle}{c_oracle}"));
+                    match (compile(&pattern), oracle) {
+                        (Ok(ours), Ok(oracle)) => {
+                            compiled += 1;
+                            for text in texts {
+                                let want = oracle.is_match(text);
+                                assert_eq!(ours.is_match(text), want, "{pattern:?} on {text:?}");
+                                matched += usize::from(want);
+                            }
+                        }
+                        (Err(_), Err(_)) => {}
+                        (ours, oracle) => panic!("{pattern:?}: {ours:?} but the regex crate {oracle:?}"),
+                    }
+                }
+            }
+        }
+        assert!(
+            compiled > 3_500 && matched > 15_000,
+            "{compiled} compiled, {matched} matches"
+        );
+    }
+
+    /// Patterns nested as deep as `regex-syntax`'s parser admits (250) compile; one level more is
+    /// an error that names the pattern, as in the regex crate.
+    #[test]
+    fn nesting_up_to_the_parser_limit_compiles() {
+        for depth in [1, 50, 120, 249, 250, 251, 400] {
+            let groups = format!("{}a{}", "(".repeat(depth), ")".repeat(depth));
+            let repeated = format!("{}a{}", "(?:b".repeat(depth), ")*".repeat(depth));
+            let alternated = format!("{}a{}", "(?:b|".repeat(depth), ")+?".repeat(depth));
+            for pattern in [groups, repeated, alternated] {
+                let oracle = regex::Regex::new(&pattern);
+                match compile(&pattern) {
+                    Ok(ours) => {
+                        let oracle = oracle.unwrap_or_else(|e| panic!("depth {depth}: {e}"));
+                        for text in ["a", "ba", "bbb", "x"] {
+                            assert_eq!(ours.is_match(text), oracle.is_match(text), "{depth} {text}");
+                        }
+                    }
+                    Err(e) => {
+                        assert!(oracle.is_err(), "depth {depth}: ours fails: {e}");
+                        assert!(e.contains("nest"), "{e}");
+                    }
+                }
+            }
+        }
+        // Within a quarter of the guest's 1 MiB stack: regex-lite's parser recurses per group.
+        let deepest = format!("{}a{}", "(".repeat(249), ")".repeat(249));
+        let on_small_stack = std::thread::Builder::new()
+            .stack_size(256 * 1024)
+            .spawn(move || compile(&deepest).is_ok_and(|r| r.is_match("a")))
+            .and_then(|t| t.join().map_err(|_| std::io::Error::other("panicked")));
+        assert!(on_small_stack.is_ok_and(|ok| ok));
     }
 }

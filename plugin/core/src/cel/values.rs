@@ -26,7 +26,7 @@ pub(crate) static REGEX_TYPE: Type = Type::new_unspecified_type("@regex");
 /// The constant pattern of a `matches()` call, compiled once with the expression instead of on
 /// every call.
 #[derive(Clone, Debug)]
-pub(crate) struct RegexVal(pub(crate) Arc<regex::Regex>);
+pub(crate) struct RegexVal(pub(crate) Arc<regex_lite::Regex>);
 
 impl Val for RegexVal {
     fn get_type(&self) -> &Type {
