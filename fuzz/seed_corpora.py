@@ -59,12 +59,26 @@ def main():
     for selector, e in sorted(exprs):
         put("cel", (b"\x00" if selector else b"\x01") + e.encode() + (b"" if selector else b"\x00" + nic.encode()))
         put("cel_parsers", e.encode())
+    for pattern, text in REGEX_SEEDS:
+        put("regex", pattern.encode() + b"\x00" + text.encode())
     for q in ["1", "0", "1500m", "4Gi", "1e3", "2.5k", "-3Mi", "0.001", "1E", "9223372036854775807", "12n\n3u"]:
         put("quantity", q.encode())
     for i in range(4):
         put("cycle", bytes([i, 9, 8, 1, 0, 8, 2, 0, 8, 3, 1, 8, 0, 2]))
     kswe_imports_seeds()
     component_events_seeds()
+
+
+# `matches()` patterns (the recorded cycles call no `matches()`), each with a text: Unicode classes,
+# case folding, Go's ASCII Perl classes and word boundaries, anchors and flags.
+REGEX_SEEDS = [
+    (r"^\p{Lu}[\p{Nd}]+-\p{Latin}+$", "A12-abc"),
+    (r"(?i)^k\w+$", "\u212aelvin"),
+    (r"^\d+\s\bx", "12 x"),
+    (r"(?m)^b$|(?s)a.c", "a\nc\nb"),
+    (r"[^\s\S]|[[:alpha:]]{2,3}?é", "abé"),
+    (r"\p{Greek}+(?U)a*", "λa"),
+]
 
 
 # The byte layouts below follow `arbitrary` 1.x: a Vec is a sequence of elements each preceded by

@@ -104,6 +104,23 @@ pub fn cel_parsers(data: &[u8]) {
     }
 }
 
+/// `regex`: `<pattern>\0<text>\0<text>...`: `matches()` (regex-syntax's translation matched by
+/// regex-lite) against the regex crate given the same pattern with Go's ASCII classes; both
+/// compile it or neither does, and both answer every text alike (the pattern itself and a few
+/// fixed texts besides the input's).
+pub fn regex(data: &[u8]) {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let mut parts = text.split('\0');
+    let pattern = parts.next().unwrap_or_default();
+    let fixed = ["", "a", "A1 b_2", "école\nÉCOLE", "\u{212a}ß日本", "x\r\ny"];
+    let texts: Vec<&str> = parts.chain(fixed).chain([pattern]).collect();
+    if let Err(disagreement) = sharing_affinity_core::cel::compare_regex(pattern, &texts) {
+        panic!("{disagreement}");
+    }
+}
+
 /// `cel`: `<mode byte><expression>\0<JSON>`. Mode even: a device selector, evaluated against the
 /// devices of a recorded cluster; odd: an extractor evaluated against the JSON (or a NICConfig).
 /// Compile and evaluate with a small cost budget; never panics.

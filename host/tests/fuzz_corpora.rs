@@ -62,6 +62,11 @@ fn cel_parsers_corpus() {
 }
 
 #[test]
+fn regex_corpus() {
+    replay("regex", entries::regex);
+}
+
+#[test]
 fn cycle_corpus() {
     replay("cycle", entries::cycle);
 }

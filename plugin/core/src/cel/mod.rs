@@ -30,6 +30,8 @@ mod parse_tests;
 #[cfg(any(test, feature = "parser-oracle"))]
 mod parser_oracle;
 mod re2;
+#[cfg(any(test, feature = "regex-oracle"))]
+mod regex_oracle;
 mod semver;
 mod values;
 
@@ -46,6 +48,8 @@ use crate::quantity::Quantity;
 use compile::{Program, Root};
 #[cfg(feature = "parser-oracle")]
 pub use parser_oracle::compare_parsers;
+#[cfg(feature = "regex-oracle")]
+pub use regex_oracle::compare_regex;
 use values::StrMap;
 
 /// Runtime cost limit of one evaluation, as Kubernetes' `CELSelectorExpressionMaxCost`.

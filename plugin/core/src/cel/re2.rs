@@ -196,7 +196,7 @@ fn look_text(look: Look) -> &'static str {
 /// Rewrites the Perl classes of `tree` (`\\d`, `\\s`, `\\w` and their negations, alone or in
 /// brackets) into Go's ASCII classes. Word boundaries need no rewrite: they are written out as
 /// `regex-lite`'s, which are ASCII (see [`look_text`]).
-fn to_ascii(tree: &mut Ast) {
+pub(super) fn to_ascii(tree: &mut Ast) {
     match tree {
         Ast::ClassPerl(perl) => *tree = Ast::class_bracketed(go_class(perl)),
         Ast::ClassBracketed(class) => set_to_ascii(&mut class.kind),

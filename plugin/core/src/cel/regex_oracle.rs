@@ -1,0 +1,170 @@
+//! The regex crate as the oracle of [`super::re2`]: what `matches()` answers (`regex-syntax`'s
+//! translation written out for `regex-lite`) against the regex crate given the same pattern,
+//! with Go's ASCII Perl classes and word boundaries. Used by `re2`'s tests, the fuzz target
+//! `regex` and the replay of its corpus (host tests).
+
+use regex_syntax::ast::{
+    self, Assertion, AssertionKind, Ast, Flag, Flags, FlagsItem, FlagsItemKind, Group, GroupKind,
+};
+
+/// Whether `pattern` compiles with `matches()` and with the regex crate alike, and matches
+/// every one of `texts` alike: `Ok(true)` when both compile and agree, `Ok(false)` when both
+/// reject it, or when either stops at its size limit (the two engines measure size
+/// differently); `Err` names the pattern, the text and both answers.
+pub fn compare_regex(pattern: &str, texts: &[&str]) -> Result<bool, String> {
+    match (super::re2::compile(pattern), oracle(pattern)) {
+        (Ok(ours), Ok(oracle)) => {
+            for text in texts {
+                let (lite, full) = (ours.is_match(text), oracle.is_match(text));
+                if lite != full {
+                    return Err(format!(
+                        "{pattern:?} on {text:?}: matches() says {lite}, the regex crate {full}"
+                    ));
+                }
+            }
+            Ok(true)
+        }
+        (Err(_), Err(_)) => Ok(false),
+        (Ok(_), Err(e)) | (Err(e), Ok(_)) if e.to_lowercase().contains("size limit") => Ok(false),
+        (Ok(_), Err(e)) => Err(format!(
+            "{pattern:?}: matches() compiles it, the regex crate: {e}"
+        )),
+        (Err(e), Ok(_)) => Err(format!(
+            "{pattern:?}: the regex crate compiles it, matches(): {e}"
+        )),
+    }
+}
+
+/// The regex crate given `pattern` with Go's meaning: Perl classes rewritten as `matches()`
+/// rewrites them, word boundaries wrapped in `(?-u:…)` (the regex crate's ASCII ones).
+fn oracle(pattern: &str) -> Result<regex::Regex, String> {
+    let mut tree = ast::parse::Parser::new()
+        .parse(pattern)
+        .map_err(|e| regex_syntax::Error::from(e).to_string())?;
+    super::re2::to_ascii(&mut tree);
+    ascii_boundaries(&mut tree);
+    let mut text = String::new();
+    ast::print::Printer::new()
+        .print(&tree, &mut text)
+        .map_err(|e| e.to_string())?;
+    regex::Regex::new(&text).map_err(|e| e.to_string())
+}
+
+/// Wraps every assertion but the anchors in `(?-u:…)`.
+fn ascii_boundaries(tree: &mut Ast) {
+    match tree {
+        Ast::Assertion(a) if !is_anchor(a) => {
+            let span = a.span;
+            let assertion = std::mem::replace(tree, Ast::empty(span));
+            let item = |kind| FlagsItem { span, kind };
+            let flags = vec![
+                item(FlagsItemKind::Negation),
+                item(FlagsItemKind::Flag(Flag::Unicode)),
+            ];
+            *tree = Ast::group(Group {
+                span,
+                kind: GroupKind::NonCapturing(Flags { span, items: flags }),
+                ast: Box::new(assertion),
+            });
+        }
+        Ast::Repetition(r) => ascii_boundaries(&mut r.ast),
+        Ast::Group(g) => ascii_boundaries(&mut g.ast),
+        Ast::Alternation(a) => a.asts.iter_mut().for_each(ascii_boundaries),
+        Ast::Concat(c) => c.asts.iter_mut().for_each(ascii_boundaries),
+        _ => {}
+    }
+}
+
+fn is_anchor(a: &Assertion) -> bool {
+    matches!(
+        a.kind,
+        AssertionKind::StartLine | AssertionKind::EndLine | AssertionKind::StartText | AssertionKind::EndText
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::compare_regex;
+
+    /// 5,000 patterns of one to eight fragments drawn with a fixed seed: `matches()` and the
+    /// oracle agree on which compile and on every text.
+    #[test]
+    fn generated_patterns_agree_with_the_regex_crate() {
+        const FRAGMENTS: &[&str] = &[
+            "a",
+            "b",
+            "é",
+            "K",
+            "ß",
+            "λ",
+            ".",
+            r"\d",
+            r"\D",
+            r"\w",
+            r"\W",
+            r"\s",
+            r"\S",
+            r"\b",
+            r"\B",
+            r"\pL",
+            r"\p{Lu}",
+            r"\P{Greek}",
+            r"[\d\p{Han}]",
+            r"[^a-z\s]",
+            "[[:upper:]]",
+            r"\x{212A}",
+            r"\n",
+            "(?i)",
+            "(?s)",
+            "(?m)",
+            "(?U)",
+            "(?-i)",
+            "^",
+            "$",
+            r"\A",
+            r"\z",
+            "(",
+            ")",
+            "(?:",
+            "(?i:",
+            "|",
+            "*",
+            "+",
+            "?",
+            "{2}",
+            "{1,3}?",
+            "*?",
+            "+?",
+        ];
+        const TEXTS: &[&str] = &[
+            "",
+            "a",
+            "ab",
+            "b\na",
+            "ÉCOLE école",
+            "K\u{212a}k",
+            "ßSS",
+            "λΛ",
+            "日本 1",
+            "A1_b2 ",
+            "\n\n",
+        ];
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = |n: usize| {
+            state = state
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            usize::try_from(state >> 33).unwrap_or(0) % n
+        };
+        let mut compiled = 0;
+        for _ in 0..5_000 {
+            let len = 1 + next(8);
+            let pattern: String = (0..len).map(|_| FRAGMENTS[next(FRAGMENTS.len())]).collect();
+            match compare_regex(&pattern, TEXTS) {
+                Ok(both) => compiled += usize::from(both),
+                Err(disagreement) => panic!("{disagreement}"),
+            }
+        }
+        assert!(compiled > 2_000, "{compiled} of 5,000 compiled");
+    }
+}
