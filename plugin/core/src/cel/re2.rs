@@ -103,6 +103,8 @@ fn write_hir(hir: &Hir, context: Prec, out: &mut String) {
             write_class(ranges, out);
         }
         HirKind::Class(Class::Bytes(class)) => {
+            // Only under `(?-u)`, and ASCII: the translator refuses a byte class that could
+            // match a byte of a multi-byte character.
             let ranges = class.iter().map(|r| (char::from(r.start()), char::from(r.end())));
             write_class(ranges, out);
         }
@@ -173,9 +175,9 @@ fn write_class(ranges: impl Iterator<Item = (char, char)>, out: &mut String) {
     out.push(']');
 }
 
-/// An assertion in `regex-lite`'s syntax. Its word boundaries are ASCII, as Go's `\\b` and `\\B`
+/// An assertion in `regex-lite`'s syntax. Its word boundaries are ASCII, as Go's `\b` and `\B`
 /// are, so the translator's Unicode word boundaries (Unicode mode is on) are written as them;
-/// the regex crate's other forms (`\\<`, `\\b{start}`, ...), which Go lacks, are read the same way.
+/// the regex crate's other forms (`\<`, `\b{start}`, ...), which Go lacks, are read the same way.
 fn look_text(look: Look) -> &'static str {
     match look {
         Look::Start => "\\A",
@@ -356,6 +358,12 @@ mod tests {
                 .unwrap_err()
                 .contains("invalid character class range")
         );
+        // What could match a byte of a multi-byte character is refused, as Go's `regexp` works
+        // on characters: no byte class or literal above ASCII reaches `write_hir`.
+        for pattern in [r"(?-u:[\x80-\xFF])", r"(?-u:\xFF)", r"(?-u:[^a])"] {
+            let err = compile(pattern).unwrap_err();
+            assert!(err.contains("invalid UTF-8"), "{pattern}: {err}");
+        }
         // Found when translating, after the rewrite: still the pattern as written.
         let err = compile(r"\d\p{NoSuchClass}").unwrap_err();
         assert!(
