@@ -13,7 +13,9 @@
 //! - **Compilation** parses (cel-rust's Pratt parser, held by the `parse_tests` to the trees of
 //!   its ANTLR parser; `cel.bind`, `optMap` and `optFlatMap` expanded after parsing) and checks
 //!   names (variables, `device` fields, declared functions); results are cached by text in
-//!   [`CelCache`], compile errors included.
+//!   [`CelCache`], compile errors included. Constant `matches()` patterns are compiled with
+//!   the expression: Go's RE2 syntax, translated by `regex-syntax` and matched by `regex-lite`
+//!   (the `re2` module, held by its tests and the `regex_oracle` module to the regex crate).
 //! - **Evaluation** binds the prepared [`CelDevice`] or [`CelObject`] by reference (no per-call
 //!   conversion) in a context over one shared environment, and enforces a cost budget
 //!   ([`DEFAULT_COST_LIMIT`], as Kubernetes' `CELSelectorExpressionMaxCost`) by metering the
