@@ -9,10 +9,15 @@
 
 use serde::de::DeserializeOwned;
 
-/// A value of `T` read from `text` (the whole text: trailing characters are an error).
+mod maps;
+
+pub use maps::MapsOnly;
+
+/// A value of `T` read from `text` (the whole text: trailing characters are an error). Structs
+/// are read from JSON objects only ([`MapsOnly`]).
 pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, PathError> {
     let mut de = serde_json::Deserializer::from_str(text);
-    T::deserialize(&mut de)
+    T::deserialize(MapsOnly(&mut de))
         .and_then(|value| de.end().map(|()| value))
         .map_err(|error| PathError::new(text, error))
 }
