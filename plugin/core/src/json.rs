@@ -13,6 +13,40 @@ mod maps;
 
 pub use maps::MapsOnly;
 
+/// Recorded objects for the decoding tests, and the nodes of a JSON value.
+#[cfg(test)]
+pub(crate) mod fixtures {
+    use serde_json::Value;
+
+    /// Five recorded clusters (`List`s) that hold objects of all seven kinds between them.
+    pub(crate) const CLUSTERS: [&str; 5] = [
+        include_str!("../../../testdata/kubectl-recording-controller-claims-managed-fields/cluster.json"),
+        include_str!("../../../testdata/structured-config-and-cel-extractors-same-decisions/cluster.json"),
+        include_str!(
+            "../../../testdata/device-taint-rules-block-one-pod-tolerating-pod-schedules/cluster.json"
+        ),
+        include_str!("../../../testdata/extended-resources-dra-class-device-plugin-node/cluster.json"),
+        include_str!("../../../testdata/allocated-claims-rebuild-locks/cluster.json"),
+    ];
+
+    /// Pointers (RFC 6901) to every node of `v` but the root, children before their parent.
+    pub(crate) fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
+        let children: Vec<(String, &Value)> = match v {
+            Value::Object(m) => m
+                .iter()
+                .map(|(k, c)| (k.replace('~', "~0").replace('/', "~1"), c))
+                .collect(),
+            Value::Array(a) => a.iter().enumerate().map(|(i, c)| (i.to_string(), c)).collect(),
+            _ => Vec::new(),
+        };
+        for (k, c) in children {
+            let p = format!("{at}/{k}");
+            pointers(c, p.clone(), out);
+            out.push(p);
+        }
+    }
+}
+
 /// A value of `T` read from `text` (the whole text: trailing characters are an error). Structs
 /// are read from JSON objects only ([`MapsOnly`]).
 pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, PathError> {

@@ -686,37 +686,6 @@ mod tests {
         fn ours(value: Value) -> Result<Object, Error> {
             by_kind!(value, typed)
         }
-        /// Pointers (RFC 6901) to every node of `v` but the root.
-        fn pointers(v: &Value, at: String, out: &mut Vec<String>) {
-            match v {
-                Value::Object(m) => {
-                    for (k, c) in m {
-                        let p = format!("{at}/{}", k.replace('~', "~0").replace('/', "~1"));
-                        pointers(c, p.clone(), out);
-                        out.push(p);
-                    }
-                }
-                Value::Array(a) => {
-                    for (i, c) in a.iter().enumerate() {
-                        let p = format!("{at}/{i}");
-                        pointers(c, p.clone(), out);
-                        out.push(p);
-                    }
-                }
-                _ => {}
-            }
-        }
-        let files = [
-            include_str!("../../../testdata/kubectl-recording-controller-claims-managed-fields/cluster.json"),
-            include_str!(
-                "../../../testdata/structured-config-and-cel-extractors-same-decisions/cluster.json"
-            ),
-            include_str!(
-                "../../../testdata/device-taint-rules-block-one-pod-tolerating-pod-schedules/cluster.json"
-            ),
-            include_str!("../../../testdata/extended-resources-dra-class-device-plugin-node/cluster.json"),
-            include_str!("../../../testdata/allocated-claims-rebuild-locks/cluster.json"),
-        ];
         let wrong = [
             json!(7),
             json!("x"),
@@ -730,7 +699,7 @@ mod tests {
         ];
         let (mut compared, mut failed) = (0, 0);
         let mut kinds = std::collections::BTreeSet::new();
-        for file in files {
+        for file in crate::json::fixtures::CLUSTERS {
             let list: Value = serde_json::from_str(file).unwrap();
             for item in list["items"].as_array().unwrap() {
                 let kind = item["kind"].as_str().unwrap();
@@ -738,7 +707,7 @@ mod tests {
                     continue;
                 }
                 let mut nodes = Vec::new();
-                pointers(item, String::new(), &mut nodes);
+                crate::json::fixtures::pointers(item, String::new(), &mut nodes);
                 let mut variants = Vec::new();
                 for p in &nodes {
                     if p == "/kind" {
