@@ -1629,7 +1629,11 @@ mod tests {
             assert_eq!(again.parameters, first.parameters, "{n}");
             let exact: f64 = n.parse().unwrap();
             let read = first.parameters.value().unwrap()["n"].as_f64().unwrap();
-            assert_eq!(read.to_bits(), exact.to_bits(), "{n}: read {read}, nearest double {exact}");
+            assert_eq!(
+                read.to_bits(),
+                exact.to_bits(),
+                "{n}: read {read}, nearest double {exact}"
+            );
         }
     }
 }
