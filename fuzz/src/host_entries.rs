@@ -482,15 +482,19 @@ pub fn render(ev: &Ev) -> (EventKind, String) {
     (kind, text)
 }
 
-/// The compiled plugin component, read from the workspace's target directory (build it first,
+/// The compiled plugin component the host prepared last
+/// ([`sharing_affinity_host::artifact::prepared_component`]), read from the
+/// workspace's target directory (build it first,
 /// e.g. with `cargo run --release -p sharing-affinity-host -- replay testdata/<any>`; the test
 /// suite builds it).
 pub fn component_plugin() -> &'static ComponentPlugin {
     static PLUGIN: OnceLock<ComponentPlugin> = OnceLock::new();
     PLUGIN.get_or_init(|| {
-        let path = sharing_affinity_host::artifact::Guest::Component
-            .target_dir()
-            .join(sharing_affinity_host::artifact::COMPONENT);
+        let path = sharing_affinity_host::artifact::prepared_component().unwrap_or_else(|| {
+            sharing_affinity_host::artifact::Guest::Component
+                .target_dir()
+                .join(sharing_affinity_host::artifact::OPTIMIZED_COMPONENT)
+        });
         ComponentPlugin::from_file_with_limits(&path, &fuzz_limits()).unwrap_or_else(|e| {
             panic!(
                 "{e:#}: build the component first (cargo run --release -p sharing-affinity-host -- \

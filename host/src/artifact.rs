@@ -18,11 +18,20 @@
 //!   component or a core module (encoded in memory).
 //! - The KSWE core module ([`default_kswe_module`]): the same build with `--features scheduler-abi`
 //!   and `--target-dir target/kswe-guest`, giving
-//!   `target/kswe-guest/wasm32-unknown-unknown/wasm/sharing_affinity_guest.wasm`, used as is.
+//!   `target/kswe-guest/wasm32-unknown-unknown/wasm/sharing_affinity_guest.wasm`.
 //!   `--plugin FILE.wasm` with `--engine kswe` takes any KSWE guest core module instead.
+//!
+//! Between the build and its use, each core module goes through binaryen's `wasm-opt` ([`optimize`]:
+//! `-Oz` with the features rustc enabled), which leaves `sharing_affinity_guest.opt.wasm` beside it
+//! (the component is encoded from that): 12 % smaller, and faster to load and to run (see the
+//! "Twenty-second round" of `docs/PERFORMANCE.md`). The tool is `$SA_WASM_OPT`, or `wasm-opt` on
+//! the `PATH`; without one the guest runs as rustc built it, and the host says so once on stderr
+//! (`SA_WASM_OPT=off` turns the step off without the warning). A `wasm-opt` that fails is an error.
 
+use std::ffi::{OsStr, OsString};
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, Once};
 
 use wasmtime::error::Context;
 use wasmtime::{Result, bail, format_err};
@@ -35,10 +44,30 @@ pub const GUEST_TARGET: &str = "wasm32-unknown-unknown";
 pub const GUEST_PROFILE: &str = "wasm";
 /// The core module cargo produces, relative to the guest's target directory.
 pub const CORE_MODULE: &str = "wasm32-unknown-unknown/wasm/sharing_affinity_guest.wasm";
-/// The cached component, relative to the target directory.
+/// The cached component encoded from [`CORE_MODULE`], relative to the target directory.
 pub const COMPONENT: &str = "wasm32-unknown-unknown/wasm/sharing_affinity_guest.component.wasm";
+/// The cached component encoded from [`OPTIMIZED_MODULE`], relative to the target directory.
+pub const OPTIMIZED_COMPONENT: &str = "wasm32-unknown-unknown/wasm/sharing_affinity_guest.opt.component.wasm";
 /// The KSWE guest's own target directory, relative to the workspace's target directory.
 pub const KSWE_TARGET_DIR: &str = "kswe-guest";
+/// The core module after `wasm-opt` ([`optimize`]), relative to the guest's target directory.
+pub const OPTIMIZED_MODULE: &str = "wasm32-unknown-unknown/wasm/sharing_affinity_guest.opt.wasm";
+/// The environment variable that names binaryen's `wasm-opt` (a path, or `off`).
+pub const WASM_OPT_ENV: &str = "SA_WASM_OPT";
+/// What `wasm-opt` is asked for: the optimisation level, then the WebAssembly features rustc's
+/// default CPU for `wasm32-unknown-unknown` enables. The guests are stripped of the
+/// `target_features` section that would tell binaryen (`strip = "symbols"`), and binaryen must not
+/// emit a feature the input does not use (`--all-features` lets `-Oz` write types wasmtime
+/// refuses), so they are named.
+pub const WASM_OPT_ARGS: [&str; 7] = [
+    "-Oz",
+    "--enable-bulk-memory",
+    "--enable-sign-ext",
+    "--enable-mutable-globals",
+    "--enable-nontrapping-float-to-int",
+    "--enable-reference-types",
+    "--enable-multivalue",
+];
 
 /// The two builds of the guest crate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,6 +99,11 @@ impl Guest {
     /// Where the build leaves the core module.
     pub fn core_module(self) -> PathBuf {
         self.target_dir().join(CORE_MODULE)
+    }
+
+    /// Where [`optimize`] leaves the core module after `wasm-opt`.
+    pub fn optimized_module(self) -> PathBuf {
+        self.target_dir().join(OPTIMIZED_MODULE)
     }
 }
 
@@ -160,11 +194,111 @@ pub fn build_guest(guest: Guest) -> Result<PathBuf> {
     Ok(module)
 }
 
-/// Builds the guest (cargo skips the work when nothing changed) and returns the path of the
-/// component, encoding it first when it is missing or older than the core module.
+/// Where binaryen's optimizer comes from, for [`optimize`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Optimizer {
+    /// Run this `wasm-opt`.
+    WasmOpt(OsString),
+    /// `SA_WASM_OPT=off`: the guest runs as rustc built it.
+    Off,
+    /// No `SA_WASM_OPT` and no `wasm-opt` on the `PATH`: the guest runs as rustc built it, and
+    /// the host says so.
+    NotFound,
+}
+
+impl Optimizer {
+    /// The optimizer `SA_WASM_OPT` names (`setting`), else `wasm-opt` when `runs` says it runs.
+    pub fn choose(setting: Option<OsString>, runs: impl FnOnce(&OsStr) -> bool) -> Optimizer {
+        match setting {
+            Some(s) if s == "off" => Optimizer::Off,
+            Some(tool) => Optimizer::WasmOpt(tool),
+            None if runs(OsStr::new("wasm-opt")) => Optimizer::WasmOpt("wasm-opt".into()),
+            None => Optimizer::NotFound,
+        }
+    }
+
+    /// This process's optimizer: `$SA_WASM_OPT`, else `wasm-opt` if `wasm-opt --version` runs.
+    pub fn from_env() -> Optimizer {
+        Optimizer::choose(std::env::var_os(WASM_OPT_ENV), |tool| {
+            Command::new(tool)
+                .arg("--version")
+                .output()
+                .is_ok_and(|out| out.status.success())
+        })
+    }
+}
+
+/// Runs `tool` ([`WASM_OPT_ARGS`]) on `module`, writing `out` (through a temporary file and a
+/// rename). A tool that does not start or fails is an error naming it, the module and its stderr.
+pub fn run_wasm_opt(tool: &OsStr, module: &Path, out: &Path) -> Result<()> {
+    let tmp = temporary(out);
+    let result = Command::new(tool)
+        .args(WASM_OPT_ARGS)
+        .arg(module)
+        .arg("-o")
+        .arg(&tmp)
+        .output();
+    let failed = |why: String| {
+        let _ = std::fs::remove_file(&tmp);
+        format_err!(
+            "optimizing {} with {} (binaryen; ${WASM_OPT_ENV}, or `wasm-opt` on the PATH): {why}; \
+             set {WASM_OPT_ENV}=off to run the guest as rustc built it",
+            module.display(),
+            tool.to_string_lossy()
+        )
+    };
+    match result {
+        Err(e) => Err(failed(e.to_string())),
+        Ok(out) if !out.status.success() => Err(failed(format!(
+            "{}: {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim()
+        ))),
+        Ok(_) => std::fs::rename(&tmp, out)
+            .with_context(|| format!("renaming {} to {}", tmp.display(), out.display())),
+    }
+}
+
+/// The module the host runs for `guest`: `module` (the build's) after `wasm-opt`, kept as
+/// [`Guest::optimized_module`] and made again when it is missing or older than `module`; or
+/// `module` itself when there is no optimizer (see the [module docs](self)).
+pub fn optimize(guest: Guest, module: PathBuf) -> Result<PathBuf> {
+    match Optimizer::from_env() {
+        Optimizer::WasmOpt(tool) => {
+            let out = guest.optimized_module();
+            if !is_fresh(&out, &module)? {
+                run_wasm_opt(&tool, &module, &out)?;
+            }
+            Ok(out)
+        }
+        Optimizer::Off => Ok(module),
+        Optimizer::NotFound => {
+            static WARNING: Once = Once::new();
+            WARNING.call_once(|| {
+                eprintln!(
+                    "sharing-affinity: binaryen's wasm-opt is not on the PATH: the plugin runs as rustc \
+                     built it (14 % larger, slower to load); install binaryen, set \
+                     {WASM_OPT_ENV}=/path/to/wasm-opt, or {WASM_OPT_ENV}=off to silence this"
+                );
+            });
+            Ok(module)
+        }
+    }
+}
+
+/// One guest prepared at a time in this process: tests ask for the same guest from several
+/// threads, and each would otherwise run `wasm-opt` (seconds) and the component encoding again.
+static PREPARING: Mutex<()> = Mutex::new(());
+
+/// Builds the guest (cargo skips the work when nothing changed), optimizes it ([`optimize`]) and
+/// returns the path of the component, encoding it first when it is missing or older than the core
+/// module it comes from.
 pub fn default_component() -> Result<PathBuf> {
-    let module = build_guest(Guest::Component)?;
-    let component = Guest::Component.target_dir().join(COMPONENT);
+    let _one = PREPARING.lock().unwrap_or_else(|e| e.into_inner());
+    let module = optimize(Guest::Component, build_guest(Guest::Component)?)?;
+    // `x.wasm` → `x.component.wasm`: one cache per module, so that switching the optimizer off
+    // and on never runs a component encoded from the other module.
+    let component = module.with_extension("component.wasm");
     if is_fresh(&component, &module)? {
         return Ok(component);
     }
@@ -176,10 +310,22 @@ pub fn default_component() -> Result<PathBuf> {
     Ok(component)
 }
 
-/// Builds the KSWE guest in its own target directory (cargo skips the work when nothing changed)
-/// and returns the path of its core module.
+/// The component [`default_component`] prepared last (the newer of [`OPTIMIZED_COMPONENT`] and
+/// [`COMPONENT`]), without building anything: for callers that cannot run cargo (the fuzz targets).
+pub fn prepared_component() -> Option<PathBuf> {
+    let dir = Guest::Component.target_dir();
+    [dir.join(OPTIMIZED_COMPONENT), dir.join(COMPONENT)]
+        .into_iter()
+        .filter_map(|p| Some((std::fs::metadata(&p).and_then(|m| m.modified()).ok()?, p)))
+        .max_by_key(|(time, _)| *time)
+        .map(|(_, p)| p)
+}
+
+/// Builds the KSWE guest in its own target directory (cargo skips the work when nothing changed),
+/// optimizes it ([`optimize`]) and returns the path of the core module to run.
 pub fn default_kswe_module() -> Result<PathBuf> {
-    build_guest(Guest::Kswe)
+    let _one = PREPARING.lock().unwrap_or_else(|e| e.into_inner());
+    optimize(Guest::Kswe, build_guest(Guest::Kswe)?)
 }
 
 /// Reads a KSWE guest: a core module. A component, or bytes that are not WebAssembly, are errors
@@ -250,9 +396,14 @@ fn is_fresh(component: &Path, module: &Path) -> Result<bool> {
     Ok(modified(component).is_ok_and(|t| t >= module_time))
 }
 
+/// A temporary name beside `path`, for this process.
+fn temporary(path: &Path) -> PathBuf {
+    path.with_extension(format!("tmp{}", std::process::id()))
+}
+
 /// Writes through a temporary file and a rename, so that concurrent readers never see half a file.
 fn write_atomically(path: &Path, bytes: &[u8]) -> Result<()> {
-    let tmp = path.with_extension(format!("tmp{}", std::process::id()));
+    let tmp = temporary(path);
     std::fs::write(&tmp, bytes).with_context(|| format!("writing {}", tmp.display()))?;
     std::fs::rename(&tmp, path)
         .with_context(|| format!("renaming {} to {}", tmp.display(), path.display()))?;
@@ -358,5 +509,67 @@ mod tests {
                 "{guest:?}"
             );
         }
+    }
+
+    #[test]
+    fn the_optimizer_is_the_setting_then_wasm_opt_on_the_path() {
+        let found = |tool: &OsStr| tool == "wasm-opt";
+        let missing = |_: &OsStr| false;
+        let wasm_opt = Optimizer::WasmOpt("wasm-opt".into());
+        assert_eq!(Optimizer::choose(None, found), wasm_opt);
+        assert_eq!(Optimizer::choose(None, missing), Optimizer::NotFound);
+        assert_eq!(Optimizer::choose(Some("off".into()), found), Optimizer::Off);
+        // A named tool is used as named: whether it runs is found out when it is run.
+        let named = Optimizer::WasmOpt("/opt/binaryen/bin/wasm-opt".into());
+        assert_eq!(
+            Optimizer::choose(Some("/opt/binaryen/bin/wasm-opt".into()), missing),
+            named
+        );
+        // The optimized module and its component have names of their own beside the build's.
+        for guest in [Guest::Component, Guest::Kswe] {
+            assert_ne!(guest.optimized_module(), guest.core_module());
+            assert_eq!(guest.optimized_module().parent(), guest.core_module().parent());
+        }
+        let dir = Guest::Component.target_dir();
+        assert_eq!(
+            dir.join(CORE_MODULE).with_extension("component.wasm"),
+            dir.join(COMPONENT)
+        );
+        assert_eq!(
+            dir.join(OPTIMIZED_MODULE).with_extension("component.wasm"),
+            dir.join(OPTIMIZED_COMPONENT)
+        );
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_wasm_opt_that_fails_is_an_error_naming_it_and_the_module() {
+        use std::os::unix::fs::PermissionsExt as _;
+        let module = temp_file("opt-in", b"\0asm\x01\0\0\0");
+        let out = module.with_extension("out.wasm");
+        // A tool that runs and fails: its status and its stderr are in the error.
+        let failing = temp_file("opt-tool", b"#!/bin/sh\necho 'bad input' >&2\nexit 3\n");
+        std::fs::set_permissions(&failing, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let cases: [(&OsStr, &[&str]); 2] = [
+            (failing.as_os_str(), &["exit status: 3", "bad input"]),
+            // A tool that does not start.
+            (OsStr::new("/nonexistent/wasm-opt"), &["/nonexistent/wasm-opt"]),
+        ];
+        for (tool, expected) in cases {
+            let e = format!("{:#}", run_wasm_opt(tool, &module, &out).unwrap_err());
+            for part in expected
+                .iter()
+                .chain(&[&*module.to_string_lossy(), "SA_WASM_OPT=off"])
+            {
+                assert!(e.contains(part), "{tool:?}: {part:?} not in {e}");
+            }
+            assert!(!out.exists(), "{tool:?}: no output is left behind");
+            assert!(
+                !temporary(&out).exists(),
+                "{tool:?}: no temporary file is left behind"
+            );
+        }
+        std::fs::remove_file(&failing).unwrap();
+        std::fs::remove_file(&module).unwrap();
     }
 }
