@@ -94,12 +94,12 @@ fn the_optimized_guests_are_smaller_and_decide_as_the_built_ones() {
     assert!(dirs.len() >= 20, "only {} scenarios", dirs.len());
     for dir in dirs {
         let config = config(&dir);
-        let mut run = |plugin: &ComponentPlugin| {
+        let run = |plugin: &ComponentPlugin| {
             let mut engine = plugin.instantiate(&config, Limits::default()).unwrap();
             decisions(&mut engine, &dir)
         };
         assert_eq!(run(&optimized), run(&built), "component: {}", dir.display());
-        let mut run = |module: &KsweModule| {
+        let run = |module: &KsweModule| {
             let mut engine = KsweEngine::from_module(module, &config).unwrap();
             decisions(&mut engine, &dir)
         };
