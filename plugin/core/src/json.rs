@@ -7,7 +7,9 @@
 //! `path_at` walks the text to that byte and names the innermost value (or member key) there,
 //! in the notation `spec.devices[0].capacity.mem.value`.
 
-use serde::de::DeserializeOwned;
+use serde::Deserializer as _;
+use serde::de::{DeserializeOwned, MapAccess, Visitor};
+use serde_json::value::RawValue;
 
 mod maps;
 
@@ -54,6 +56,49 @@ pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, PathError> {
     T::deserialize(MapsOnly(&mut de))
         .and_then(|value| de.end().map(|()| value))
         .map_err(|error| PathError::new(text, error))
+}
+
+/// The members of the JSON object `text`, in order, each value kept as its text (a key written
+/// twice appears twice; `null` is the text `null`).
+///
+/// With [`elements`], [`string`] and [`boolean`]: how an adapter reads a small document of its
+/// own (the KSWE change feed) field by field. These are not generic, so serde_json's reader is
+/// compiled once, here, and not again in each crate that reads JSON through them (about 28 KB of
+/// the KSWE guest when its adapter instantiated serde_json itself).
+pub fn members(text: &str) -> Result<Vec<(String, &str)>, serde_json::Error> {
+    struct Members;
+    impl<'de> Visitor<'de> for Members {
+        type Value = Vec<(String, &'de str)>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+            let mut members = Vec::new();
+            while let Some((key, value)) = map.next_entry::<String, &'de RawValue>()? {
+                members.push((key, value.get()));
+            }
+            Ok(members)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_str(text);
+    let members = de.deserialize_map(Members)?;
+    de.end().map(|()| members)
+}
+
+/// The elements of the JSON array `text`, in order, each kept as its text ([`members`]).
+pub fn elements(text: &str) -> Result<Vec<&str>, serde_json::Error> {
+    let elements: Vec<&RawValue> = serde_json::from_str(text)?;
+    Ok(elements.into_iter().map(RawValue::get).collect())
+}
+
+/// The JSON string `text` ([`members`]).
+pub fn string(text: &str) -> Result<String, serde_json::Error> {
+    serde_json::from_str(text)
+}
+
+/// The JSON boolean `text` ([`members`]).
+pub fn boolean(text: &str) -> Result<bool, serde_json::Error> {
+    serde_json::from_str(text)
 }
 
 /// Why [`from_text`] failed, and where.
@@ -306,6 +351,42 @@ impl Scan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn members_elements_and_scalars_read_as_serde_json_reads_them() {
+        let text = r#" {"b": {"x": [1, 2]}, "a\u0062c": null, "b": "two", "n": -1.5e3} "#;
+        let got = members(text).unwrap();
+        let want: Vec<(String, &str)> = vec![
+            ("b".into(), r#"{"x": [1, 2]}"#),
+            // Keys are decoded; a repeated key and `null` are kept as written.
+            ("abc".into(), "null"),
+            ("b".into(), r#""two""#),
+            ("n".into(), "-1.5e3"),
+        ];
+        assert_eq!(got, want);
+        assert_eq!(members("{}").unwrap(), Vec::<(String, &str)>::new());
+        for bad in ["[1]", "7", r#""{}""#, "{", r#"{"a":1} x"#, r#"{"a"}"#] {
+            let e = members(bad).unwrap_err().to_string();
+            assert!(!e.is_empty(), "{bad}");
+        }
+        assert!(
+            members("[]")
+                .unwrap_err()
+                .to_string()
+                .contains("expected a JSON object")
+        );
+
+        assert_eq!(
+            elements(r#"[ {"k": 1}, "s", [], null ]"#).unwrap(),
+            [r#"{"k": 1}"#, r#""s""#, "[]", "null"]
+        );
+        assert!(elements("{}").is_err() && elements("[1,").is_err());
+
+        assert_eq!(string(r#""a\"b\u00e9""#).unwrap(), "a\"b\u{e9}");
+        assert!(string("1").is_err() && string("null").is_err());
+        assert!(boolean("true").unwrap() && !boolean(" false ").unwrap());
+        assert!(boolean("\"true\"").is_err() && boolean("1").is_err());
+    }
 
     /// Where serde_json stops is named as serde_path_to_error named it: the value just read, the
     /// container whose member is missing, the unknown key, the element.

@@ -1190,6 +1190,15 @@ pub struct AllocationResult {
     pub allocation_timestamp: Option<String>,
 }
 
+impl AllocationResult {
+    /// The allocation as JSON text (`status.allocation` of a ResourceClaim). Not generic: the
+    /// adapters write allocations through it, and serde_json's writer for them is compiled once,
+    /// in this crate.
+    pub fn to_json_text(&self) -> Result<String, serde_json::Error> {
+        serde_json::to_string(self)
+    }
+}
+
 /// `DeviceAllocationResult`.
 #[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
 #[serde(rename_all = "camelCase")]

@@ -205,6 +205,21 @@ fn with_header(api_version: &str, kind: Kind, body: serde_json::Result<String>) 
     )
 }
 
+/// An object's `kind` and `namespace/name` (`name` without a namespace) from its JSON text, for
+/// messages: `ResourceClaim ns/c`; `?` for what is missing or not a string, `? ?` for text that is
+/// not JSON.
+pub fn label(json: &str) -> String {
+    let object: Value = serde_json::from_str(json).unwrap_or(Value::Null);
+    let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("?").to_string();
+    let meta = object.get("metadata");
+    let kind = text(object.get("kind"));
+    let name = text(meta.and_then(|m| m.get("name")));
+    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
+        Some(ns) if !ns.is_empty() => format!("{kind} {ns}/{name}"),
+        _ => format!("{kind} {name}"),
+    }
+}
+
 /// `namespace/name`, or `name` when the namespace is empty.
 pub fn object_key(namespace: &str, name: &str) -> String {
     if namespace.is_empty() {
@@ -476,6 +491,27 @@ fn kind_of(v: &Value) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn labels_name_the_kind_and_namespace_slash_name() {
+        for (json, want) in [
+            (r#"{"kind":"Node","metadata":{"name":"n"}}"#, "Node n"),
+            (
+                r#"{"kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"}}"#,
+                "ResourceClaim ns/c",
+            ),
+            (
+                r#"{"kind":"Pod","metadata":{"name":"p","namespace":""}}"#,
+                "Pod p",
+            ),
+            (r#"{"metadata":{"name":7,"namespace":"ns"}}"#, "? ns/?"),
+            (r#"{"kind":"Pod"}"#, "Pod ?"),
+            ("[1]", "? ?"),
+            ("not json", "? ?"),
+        ] {
+            assert_eq!(label(json), want, "{json}");
+        }
+    }
     use serde_json::json;
 
     #[test]

@@ -19,6 +19,7 @@
 use std::collections::BTreeMap;
 
 use prost::Message;
+use sharing_affinity_core::json;
 use sharing_affinity_core::model::AllocationResult;
 use sharing_affinity_core::object::{Kind, json_string, object_key};
 use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
@@ -125,6 +126,17 @@ impl From<Status> for Reply {
             reason: s.reason,
         }
     }
+}
+
+/// A JSON array of strings (`filteredNodeList`), read through the core's `json` functions (this
+/// crate compiles no serde_json reader of its own).
+fn node_names(bytes: &[u8]) -> Result<Vec<String>, String> {
+    let text = std::str::from_utf8(bytes).map_err(|e| e.to_string())?;
+    let names = json::elements(text).map_err(|e| e.to_string())?;
+    names
+        .into_iter()
+        .map(|n| json::string(n).map_err(|e| e.to_string()))
+        .collect()
 }
 
 /// The meaning of a `sharing-affinity.dra/v1` write result.
@@ -433,7 +445,7 @@ impl<B: Backend> GuestState<B> {
             return reply;
         }
         let nodes = match self.buf.read("filteredNodeList", imports::filtered_node_list) {
-            Ok(bytes) => serde_json::from_slice::<Vec<String>>(bytes)
+            Ok(bytes) => node_names(bytes)
                 .map_err(|e| format!("filteredNodeList: not a JSON array of node names: {e}")),
             Err(e) => Err(e.to_string()),
         };
@@ -567,7 +579,7 @@ impl<B: Backend> GuestState<B> {
             "allocation"
         };
         for a in allocations {
-            let json = match serde_json::to_string(&a.allocation) {
+            let json = match a.allocation.to_json_text() {
                 Ok(j) => j,
                 Err(e) => {
                     return Reply::error(format!("claim {}: allocation does not serialize: {e}", a.claim));

@@ -1,9 +1,8 @@
 //! The `sharing-affinity.dra/v1` change feed document (`docs/kswe-dra-extension.md`):
 //! `{"cursor":"...","resync":bool,"events":[{"type":"ADDED|MODIFIED|DELETED","object":{...}}]}`.
 
-use serde::Deserialize;
-use serde_json::Value;
-use serde_json::value::RawValue;
+use sharing_affinity_core::json;
+use sharing_affinity_core::object;
 use sharing_affinity_core::plugin::EventKind;
 
 /// One object change, borrowed from the page it came in.
@@ -19,17 +18,7 @@ pub struct FeedEvent<'a> {
 impl FeedEvent<'_> {
     /// The object's `kind`, `namespace/name`, for messages (decoded only when one is needed).
     pub fn label(&self) -> String {
-        let object: Value = serde_json::from_str(self.object).unwrap_or(Value::Null);
-        let kind = object.get("kind").and_then(Value::as_str).unwrap_or("?");
-        let meta = object.get("metadata");
-        let name = meta
-            .and_then(|m| m.get("name"))
-            .and_then(Value::as_str)
-            .unwrap_or("?");
-        match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
-            Some(ns) if !ns.is_empty() => format!("{kind} {ns}/{name}"),
-            _ => format!("{kind} {name}"),
-        }
+        object::label(self.object)
     }
 }
 
@@ -46,73 +35,67 @@ pub struct Feed<'a> {
     pub events: Vec<FeedEvent<'a>>,
 }
 
-/// The document's fields, each kept as text and decoded on its own, so that an error names the
-/// field. A page is up to a MiB of objects: kept as text, they are neither decoded into a
-/// `serde_json::Value` tree (several times the text in guest memory) nor written out again.
-#[derive(Deserialize)]
-struct RawFeed<'a> {
-    #[serde(borrow)]
-    cursor: Option<&'a RawValue>,
-    #[serde(borrow)]
-    resync: Option<&'a RawValue>,
-    #[serde(borrow)]
-    more: Option<&'a RawValue>,
-    #[serde(borrow)]
-    events: Option<&'a RawValue>,
-}
-
-/// One event's fields, as [`RawFeed`]'s.
-#[derive(Deserialize)]
-struct RawEvent<'a> {
-    #[serde(borrow, rename = "type")]
-    kind: Option<&'a RawValue>,
-    #[serde(borrow)]
-    object: Option<&'a RawValue>,
-}
-
-/// The value of a field kept as text, or `None` when it is missing or not a `T`.
-fn field<'a, T: Deserialize<'a>>(raw: Option<&'a RawValue>) -> Option<T> {
-    raw.and_then(|r| serde_json::from_str(r.get()).ok())
+/// The values of the members `names` of the JSON object `text`, each kept as text and decoded on
+/// its own, so that an error names the field; `None` for a missing member or `null` (as serde
+/// reads an optional field). A page is up to a MiB of objects: kept as text, they are neither
+/// decoded into a `serde_json::Value` tree (several times the text in guest memory) nor written
+/// out again. Other members are ignored; a member written twice is an error. Read through the
+/// core's `json` functions, so that this crate compiles no serde_json reader of its own.
+fn fields<'a, const N: usize>(text: &'a str, names: [&str; N]) -> Result<[Option<&'a str>; N], String> {
+    let mut found = [None; N];
+    for (key, value) in json::members(text).map_err(|e| e.to_string())? {
+        if let Some(i) = names.iter().position(|n| *n == key) {
+            if found[i].is_some() {
+                return Err(format!("duplicate field `{key}`"));
+            }
+            found[i] = Some(value).filter(|v| *v != "null");
+        }
+    }
+    Ok(found)
 }
 
 /// Parses a feed document; errors name the offending field.
 pub fn parse(bytes: &[u8]) -> Result<Feed<'_>, String> {
-    // Derived structs also decode from arrays (fields by position): only an object is a document.
+    // Only an object is a document.
     if !bytes.trim_ascii_start().starts_with(b"{") {
         return Err("change feed: invalid JSON: the document is not a JSON object".to_string());
     }
-    let doc: RawFeed<'_> =
-        serde_json::from_slice(bytes).map_err(|e| format!("change feed: invalid JSON: {e}"))?;
-    let cursor: String = field(doc.cursor).ok_or("change feed: field cursor: missing or not a string")?;
-    let resync: bool = field(doc.resync).ok_or("change feed: field resync: missing or not a boolean")?;
-    // Absent or `null` (serde reads a `null` field as `None`): the last page.
-    let more = match doc.more {
+    let text = std::str::from_utf8(bytes).map_err(|e| format!("change feed: invalid JSON: {e}"))?;
+    let [cursor, resync, more, events] = fields(text, ["cursor", "resync", "more", "events"])
+        .map_err(|e| format!("change feed: invalid JSON: {e}"))?;
+    let cursor = cursor
+        .and_then(|c| json::string(c).ok())
+        .ok_or("change feed: field cursor: missing or not a string")?;
+    let resync = resync
+        .and_then(|r| json::boolean(r).ok())
+        .ok_or("change feed: field resync: missing or not a boolean")?;
+    // Absent or `null`: the last page.
+    let more = match more {
         None => false,
-        Some(v) => field(Some(v)).ok_or("change feed: field more: not a boolean")?,
+        Some(m) => json::boolean(m).map_err(|_| "change feed: field more: not a boolean")?,
     };
-    let list: Vec<&RawValue> =
-        field(doc.events).ok_or("change feed: field events: missing or not an array")?;
+    let list = events
+        .and_then(|e| json::elements(e).ok())
+        .ok_or("change feed: field events: missing or not an array")?;
     let mut events = Vec::with_capacity(list.len());
     for (i, e) in list.into_iter().enumerate() {
-        if !e.get().starts_with('{') {
+        if !e.starts_with('{') {
             return Err(format!("change feed: field events[{i}]: not an object"));
         }
-        let e: RawEvent<'_> = serde_json::from_str(e.get())
+        let [kind, object] = fields(e, ["type", "object"])
             .map_err(|err| format!("change feed: field events[{i}]: not an event object: {err}"))?;
-        let kind = match field::<String>(e.kind).as_deref() {
+        let kind = match kind.and_then(|k| json::string(k).ok()).as_deref() {
             Some("ADDED") => EventKind::Add,
             Some("MODIFIED") => EventKind::Update,
             Some("DELETED") => EventKind::Delete,
             _ => {
-                let other = e.kind.map_or("nothing", RawValue::get);
+                let other = kind.unwrap_or("nothing");
                 return Err(format!(
                     "change feed: field events[{i}].type: unknown value {other}"
                 ));
             }
         };
-        let object = e
-            .object
-            .map(RawValue::get)
+        let object = object
             .filter(|o| o.starts_with('{'))
             .ok_or_else(|| format!("change feed: field events[{i}].object: missing or not an object"))?;
         events.push(FeedEvent { kind, object });
@@ -164,6 +147,9 @@ mod tests {
             feed.events[0].object,
             r#"{"kind":"Node","metadata":{"name":"n"}}"#
         );
+        // Members the feed does not know are ignored.
+        let extra = parse(br#"{"x":[1],"cursor":"2","resync":false,"events":[],"y":{}}"#).unwrap();
+        assert_eq!((extra.cursor.as_str(), extra.events.len()), ("2", 0));
         // A type with an escape is the same string.
         let escaped =
             parse(br#"{"cursor":"1","resync":false,"events":[{"type":"ADD\u0045D","object":{}}]}"#).unwrap();
@@ -204,6 +190,23 @@ mod tests {
             (
                 br#"{"cursor":"","resync":true,"events":[{"type":"ADDED","object":{}},{"type":1}]}"#,
                 "events[1].type: unknown value 1",
+            ),
+            (
+                br#"{"cursor":"","resync":true,"events":[{"type":null,"object":{}}]}"#,
+                "events[0].type: unknown value nothing",
+            ),
+            (
+                br#"{"cursor":"a","resync":true,"cursor":"b","events":[]}"#,
+                "invalid JSON: duplicate field `cursor`",
+            ),
+            (
+                br#"{"cursor":"","resync":true,"events":[{"type":"ADDED","type":"DELETED","object":{}}]}"#,
+                "events[0]: not an event object: duplicate field `type`",
+            ),
+            (br#"{"cursor":"","resync":true,"events":[]} x"#, "invalid JSON"),
+            (
+                b"{\"cursor\":\"\xff\",\"resync\":true,\"events\":[]}",
+                "invalid JSON",
             ),
         ] {
             let err = parse(doc).unwrap_err();
