@@ -374,6 +374,7 @@ impl Scan<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::Value;
 
     #[test]
     fn members_elements_and_scalars_read_as_serde_json_reads_them() {
@@ -406,6 +407,45 @@ mod tests {
             [r#"{"k": 1}"#, r#""s""#, "[]", "null"]
         );
         assert!(elements("{}").is_err() && elements("[1,").is_err());
+
+        // Every object and array in five recorded clusters, as written and pretty-printed: the
+        // members and elements are those of serde_json's `Value`, each value's text reading back
+        // as that value.
+        let (mut objects, mut arrays) = (0, 0);
+        for file in fixtures::CLUSTERS {
+            let root: Value = serde_json::from_str(file).unwrap();
+            let mut at = Vec::new();
+            fixtures::pointers(&root, String::new(), &mut at);
+            for node in at.iter().filter_map(|p| root.pointer(p)) {
+                for text in [node.to_string(), serde_json::to_string_pretty(node).unwrap()] {
+                    match node {
+                        Value::Object(map) => {
+                            let got = members(&text).unwrap();
+                            assert_eq!(got.len(), map.len(), "{text}");
+                            for (key, value) in got {
+                                let read: Value = serde_json::from_str(value).unwrap();
+                                assert_eq!(Some(&read), map.get(key.as_ref()), "{text}");
+                            }
+                            objects += 1;
+                        }
+                        Value::Array(items) => {
+                            let got = elements(&text).unwrap();
+                            let read: Vec<Value> =
+                                got.iter().map(|e| serde_json::from_str(e).unwrap()).collect();
+                            assert_eq!(&read, items, "{text}");
+                            arrays += 1;
+                        }
+                        Value::String(s) => assert_eq!(&string(&text).unwrap(), s),
+                        Value::Bool(b) => assert_eq!(boolean(&text).unwrap(), *b),
+                        _ => {}
+                    }
+                }
+            }
+        }
+        assert!(
+            objects > 1_000 && arrays > 200,
+            "{objects} objects, {arrays} arrays"
+        );
 
         assert_eq!(string(r#""a\"b\u00e9""#).unwrap(), "a\"b\u{e9}");
         assert!(string("1").is_err() && string("null").is_err());
