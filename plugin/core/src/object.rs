@@ -212,12 +212,13 @@ pub fn label(json: &str) -> String {
     let object: Value = serde_json::from_str(json).unwrap_or(Value::Null);
     let text = |v: Option<&Value>| v.and_then(Value::as_str).unwrap_or("?").to_string();
     let meta = object.get("metadata");
-    let kind = text(object.get("kind"));
     let name = text(meta.and_then(|m| m.get("name")));
-    match meta.and_then(|m| m.get("namespace")).and_then(Value::as_str) {
-        Some(ns) if !ns.is_empty() => format!("{kind} {ns}/{name}"),
-        _ => format!("{kind} {name}"),
-    }
+    let namespace = meta.and_then(|m| m.get("namespace")).and_then(Value::as_str);
+    format!(
+        "{} {}",
+        text(object.get("kind")),
+        object_key(namespace.unwrap_or(""), &name)
+    )
 }
 
 /// `namespace/name`, or `name` when the namespace is empty.
