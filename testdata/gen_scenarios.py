@@ -218,10 +218,17 @@ H_NIC_EX = {"subnet": H_NIC + ' ? object.subnetID : ""', "vendor": H_NIC + ' ? o
 H_VF_EX = {"vendor": H_VF + ' ? object.vendor : ""', "vlan": H_VF + ' ? string(object.vlanID) : ""'}
 
 
-def heterogeneous(name, in_slice):
+# The same choices written as Go regular expressions with Unicode classes and case folding: "nic" is
+# one letter that folds to an uppercase one, then "ic" matched case-insensitively as "IC"; "vf" a
+# Latin letter, then one that is not Greek. The decisions must be the equality selectors' decisions.
+NIC_RE = 'device.attributes["net.example.com"].type.matches("(?i)^\\\\p{Lu}IC$")'
+VF_RE = 'device.attributes["net.example.com"].type.matches("^\\\\p{Latin}\\\\P{Greek}$")'
+
+
+def heterogeneous(name, in_slice, nic_sel=NIC_SEL, vf_sel=VF_SEL):
     c = Cluster(name)
-    c.device_class("nic.net.example.com", ['device.driver == "net.example.com" && ' + NIC_SEL])
-    c.device_class("vf.net.example.com", ['device.driver == "net.example.com" && ' + VF_SEL])
+    c.device_class("nic.net.example.com", ['device.driver == "net.example.com" && ' + nic_sel])
+    c.device_class("vf.net.example.com", ['device.driver == "net.example.com" && ' + vf_sel])
     c.node("edge-node-1", instance_type="edge-xl")
 
     def hdev(dev, typ, slots, idx, parent=None):
@@ -236,7 +243,7 @@ def heterogeneous(name, in_slice):
     count = 2 if in_slice else 1
     c.device_slice("edge-node-1", HNET, devs, "q7b3n", count=count)
     if in_slice:
-        c.affinity_slice("edge-node-1", HNET, [extractor(H_NIC_EX, NIC_SEL), extractor(H_VF_EX, VF_SEL)], "w4jzs",
+        c.affinity_slice("edge-node-1", HNET, [extractor(H_NIC_EX, nic_sel), extractor(H_VF_EX, vf_sel)], "w4jzs",
                          count=count)
 
     def nic_cfg(subnet, vendor, requests=None):
@@ -263,8 +270,8 @@ def heterogeneous(name, in_slice):
     config = None
     if not in_slice:
         config = {"sharingAffinity": [
-            {"cel": H_NIC_EX, "driver": HNET, "pool": "edge-node-1", "selector": {"cel": {"expression": NIC_SEL}}},
-            {"cel": H_VF_EX, "driver": HNET, "pool": "edge-node-1", "selector": {"cel": {"expression": VF_SEL}}}]}
+            {"cel": H_NIC_EX, "driver": HNET, "pool": "edge-node-1", "selector": {"cel": {"expression": nic_sel}}},
+            {"cel": H_VF_EX, "driver": HNET, "pool": "edge-node-1", "selector": {"cel": {"expression": vf_sel}}}]}
     write(c, name, config)
 
 
@@ -472,6 +479,7 @@ def main():
     multi_key("config-extractors-multi-key-pool-scoped", False)
     heterogeneous("heterogeneous-pool-nic-vf-vendor", True)
     heterogeneous("config-extractors-heterogeneous-pool-selectors", False)
+    heterogeneous("regex-unicode-classes-and-case-folding-select-devices", True, NIC_RE, VF_RE)
     consumable()
     rebuild()
     nowhere()

@@ -14,8 +14,10 @@
 //!   its ANTLR parser; `cel.bind`, `optMap` and `optFlatMap` expanded after parsing) and checks
 //!   names (variables, `device` fields, declared functions); results are cached by text in
 //!   [`CelCache`], compile errors included. Constant `matches()` patterns are compiled with
-//!   the expression: Go's RE2 syntax, translated by `regex-syntax` and matched by `regex-lite`
-//!   (the `re2` module, held by its tests and the `regex_oracle` module to the regex crate).
+//!   the expression: Go's RE2 syntax, parsed and translated by `regex-syntax` with Go's Unicode
+//!   classes and case folding resolved from the core's own tables (the `unicode` module), and
+//!   matched by `regex-lite` (the `re2` module, held by its tests and the `regex_oracle` module
+//!   to the regex crate).
 //! - **Evaluation** binds the prepared [`CelDevice`] or [`CelObject`] by reference (no per-call
 //!   conversion) in a context over one shared environment, and enforces a cost budget
 //!   ([`DEFAULT_COST_LIMIT`], as Kubernetes' `CELSelectorExpressionMaxCost`) by metering the
@@ -35,6 +37,7 @@ mod re2;
 #[cfg(any(test, feature = "regex-oracle"))]
 mod regex_oracle;
 mod semver;
+mod unicode;
 mod values;
 
 use std::collections::BTreeMap;

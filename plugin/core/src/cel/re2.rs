@@ -13,10 +13,13 @@
 //! in the text, like Go's `regexp`) a fraction of the size of the regex crate's engines; it knows
 //! no Unicode classes itself, and needs none: the translator has resolved them.
 //!
-//! Go's Unicode classes are general categories (`\pL`, `\p{Nd}`) and scripts (`\p{Greek}`);
-//! `regex-syntax` is built with only those tables and case folding (the workspace's features),
-//! so Unicode's binary properties (`\p{Alphabetic}`), ages and segmentation classes are errors
-//! here as in Go, and their tables (about 160 KB) stay out of the guests.
+//! Go's Unicode classes (`\pL`, `\p{Greek}`) and case folding under `(?i)` are resolved here,
+//! before the translator sees the tree, from the core's own tables ([`super::unicode`]): each
+//! class becomes its explicit ranges, and under `(?i)` each literal and each item of a class
+//! gains its case-folding orbit, after which the `i` flags are dropped. `regex-syntax` is built
+//! without its Unicode tables, which hold much Go never reads (binary properties, ages,
+//! segmentation classes, script extensions, property aliases): `\p{Alphabetic}` is an error here
+//! as in Go. Go's regexp has no `u` flag, and a `(?-u)` is refused as Go refuses it.
 //!
 //! Syntax `regex-syntax` accepts and Go rejects (`(?x)`, class set operations such as `&&`, the
 //! word-boundary forms `\<`, `\>`, `\b{start}`, which are read as ASCII like `\b`) is not
@@ -28,9 +31,12 @@ use std::fmt::Write as _;
 use regex_lite::Regex;
 use regex_syntax::ast::{
     self, Ast, ClassBracketed, ClassPerl, ClassPerlKind, ClassSet, ClassSetItem, ClassSetRange,
-    ClassSetUnion, HexLiteralKind, Literal, LiteralKind,
+    ClassSetUnion, ClassUnicodeKind, Flag, FlagsItemKind, GroupKind, HexLiteralKind, Literal, LiteralKind,
+    Span,
 };
 use regex_syntax::hir::{Class, Hir, HirKind, Look, translate::Translator};
+
+use super::unicode;
 
 /// How deep `regex-lite` may nest the expression [`compile`] writes for it. The written
 /// expression nests no deeper than the pattern's syntax tree, which `regex-syntax`'s parser
@@ -44,19 +50,228 @@ const LITE_NEST_LIMIT: u32 = 512;
 /// is given the translated expression written out with nothing left to interpret: every class
 /// as its ranges, every assertion in its ASCII form. An error names the pattern as written.
 pub(crate) fn compile(pattern: &str) -> Result<Regex, String> {
-    let mut tree = ast::parse::Parser::new()
-        .parse(pattern)
-        .map_err(|e| regex_syntax::Error::from(e).to_string())?;
-    to_ascii(&mut tree);
-    let hir = Translator::new()
-        .translate(pattern, &tree)
-        .map_err(|e| regex_syntax::Error::from(e).to_string())?;
+    let hir = translate(pattern)?;
     let mut text = String::with_capacity(pattern.len() * 2 + 16);
     write_hir(&hir, Prec::Alternation, &mut text);
     regex_lite::RegexBuilder::new(&text)
         .nest_limit(LITE_NEST_LIMIT)
         .build()
         .map_err(|e| format!("regex `{pattern}`: {e}"))
+}
+
+/// `pattern` parsed, its Perl classes made Go's, its Unicode classes and case folding resolved,
+/// and translated.
+fn translate(pattern: &str) -> Result<Hir, String> {
+    let mut tree = ast::parse::Parser::new()
+        .parse(pattern)
+        .map_err(|e| regex_syntax::Error::from(e).to_string())?;
+    to_ascii(&mut tree);
+    Resolve { pattern, fold: false }.ast(&mut tree)?;
+    Translator::new()
+        .translate(pattern, &tree)
+        .map_err(|e| regex_syntax::Error::from(e).to_string())
+}
+
+/// Resolves what the translator would need Unicode tables for: Unicode classes become bracketed
+/// classes of their ranges, and where `(?i)` is on, literals become classes of their case-folding
+/// orbits and class items gain theirs; the `i` flags are then dropped. Flags are scoped as the
+/// translator (and Go) scope them: a group restores the flags it started with, and a flag set
+/// inside a group holds to the group's end, across `|`.
+struct Resolve<'a> {
+    pattern: &'a str,
+    /// Whether `(?i)` is on where the walk is.
+    fold: bool,
+}
+
+impl Resolve<'_> {
+    fn ast(&mut self, tree: &mut Ast) -> Result<(), String> {
+        match tree {
+            Ast::Flags(set) => self.flags(&mut set.flags)?,
+            Ast::Group(group) => {
+                let outer = self.fold;
+                if let GroupKind::NonCapturing(flags) = &mut group.kind {
+                    self.flags(flags)?;
+                }
+                self.ast(&mut group.ast)?;
+                self.fold = outer;
+            }
+            Ast::Alternation(a) => a.asts.iter_mut().try_for_each(|t| self.ast(t))?,
+            Ast::Concat(c) => c.asts.iter_mut().try_for_each(|t| self.ast(t))?,
+            Ast::Repetition(r) => self.ast(&mut r.ast)?,
+            Ast::Literal(lit) if self.fold => {
+                let c = u32::from(lit.c);
+                let mut members: Vec<u32> = unicode::orbit(c).collect();
+                if !members.is_empty() {
+                    members.push(c);
+                    let span = lit.span;
+                    let items = members.into_iter().map(|m| ranges_item(span, m, m)).collect();
+                    *tree = Ast::class_bracketed(bracketed(span, false, items));
+                }
+            }
+            Ast::ClassUnicode(class) => *tree = Ast::class_bracketed(self.unicode(class)?),
+            Ast::ClassBracketed(class) => self.set(&mut class.kind)?,
+            Ast::Literal(_) | Ast::Empty(_) | Ast::Dot(_) | Ast::Assertion(_) | Ast::ClassPerl(_) => {}
+        }
+        Ok(())
+    }
+
+    /// Applies a flag set to the walk and drops its `i` flags; a `u` flag is an error.
+    fn flags(&mut self, flags: &mut ast::Flags) -> Result<(), String> {
+        let mut enable = true;
+        for item in &flags.items {
+            match item.kind {
+                FlagsItemKind::Negation => enable = false,
+                FlagsItemKind::Flag(Flag::CaseInsensitive) => self.fold = enable,
+                FlagsItemKind::Flag(Flag::Unicode) => {
+                    return Err(format!(
+                        "regex `{}`: invalid or unsupported Perl syntax: flag `u` \
+                         (Go's regexp has the flags i, m, s and U)",
+                        self.pattern
+                    ));
+                }
+                FlagsItemKind::Flag(_) => {}
+            }
+        }
+        flags
+            .items
+            .retain(|item| item.kind != FlagsItemKind::Flag(Flag::CaseInsensitive));
+        Ok(())
+    }
+
+    fn set(&mut self, set: &mut ClassSet) -> Result<(), String> {
+        match set {
+            ClassSet::Item(item) => self.item(item),
+            ClassSet::BinaryOp(op) => {
+                self.set(&mut op.lhs)?;
+                self.set(&mut op.rhs)
+            }
+        }
+    }
+
+    /// Resolves one item of a bracketed class. Under `(?i)` each item is folded on its own
+    /// before set operations and negations apply, as the translator folds them.
+    fn item(&mut self, item: &mut ClassSetItem) -> Result<(), String> {
+        let ranges = match item {
+            ClassSetItem::Unicode(class) => {
+                *item = ClassSetItem::Bracketed(Box::new(self.unicode(class)?));
+                return Ok(());
+            }
+            ClassSetItem::Bracketed(class) => return self.set(&mut class.kind),
+            ClassSetItem::Union(union) => {
+                return union.items.iter_mut().try_for_each(|i| self.item(i));
+            }
+            _ if !self.fold => return Ok(()),
+            ClassSetItem::Literal(lit) => vec![(u32::from(lit.c), u32::from(lit.c))],
+            ClassSetItem::Range(range) => vec![(u32::from(range.start.c), u32::from(range.end.c))],
+            ClassSetItem::Ascii(class) => {
+                // Folded, then negated: `[[:^alpha:]]` is what `[[:alpha:]]` folded leaves.
+                let span = class.span;
+                let (negated, mut plain) = (class.negated, class.clone());
+                plain.negated = false;
+                let alone =
+                    Ast::class_bracketed(bracketed(span, false, vec![ClassSetItem::Ascii(plain.clone())]));
+                let translated = Translator::new().translate(self.pattern, &alone);
+                let ranges: Vec<(u32, u32)> = match translated.map(Hir::into_kind) {
+                    Ok(HirKind::Class(Class::Unicode(class))) => class
+                        .iter()
+                        .map(|r| (u32::from(r.start()), u32::from(r.end())))
+                        .collect(),
+                    _ => {
+                        return Err(format!(
+                            "regex `{}`: a POSIX class did not translate to a class",
+                            self.pattern
+                        ));
+                    }
+                };
+                let mut items = vec![ClassSetItem::Ascii(plain)];
+                items.extend(
+                    unicode::folded_extra(&ranges)
+                        .into_iter()
+                        .map(|c| ranges_item(span, c, c)),
+                );
+                *item = ClassSetItem::Bracketed(Box::new(bracketed(span, negated, items)));
+                return Ok(());
+            }
+            ClassSetItem::Empty(_) | ClassSetItem::Perl(_) => return Ok(()),
+        };
+        let extra = unicode::folded_extra(&ranges);
+        if !extra.is_empty() {
+            let span = *item.span();
+            let mut items = vec![std::mem::replace(item, ClassSetItem::Empty(span))];
+            items.extend(extra.into_iter().map(|c| ranges_item(span, c, c)));
+            *item = ClassSetItem::Union(ClassSetUnion { span, items });
+        }
+        Ok(())
+    }
+
+    /// A Unicode class as the bracketed class of its ranges, folded under `(?i)`.
+    fn unicode(&self, class: &ast::ClassUnicode) -> Result<ClassBracketed, String> {
+        let named = match &class.kind {
+            ClassUnicodeKind::OneLetter(letter) => unicode::lookup(letter.encode_utf8(&mut [0; 4])),
+            ClassUnicodeKind::Named(name) => unicode::lookup(name),
+            ClassUnicodeKind::NamedValue { .. } => None,
+        };
+        let named = named.ok_or_else(|| {
+            format!(
+                "regex `{}`: unknown Unicode class `{}` (Go's regexp knows general categories, \
+                 scripts, Any, ASCII and Assigned)",
+                self.pattern,
+                &self.pattern[class.span.start.offset..class.span.end.offset]
+            )
+        })?;
+        let ranges = named.ranges();
+        let extra = if self.fold {
+            unicode::folded_extra(&ranges)
+        } else {
+            Vec::new()
+        };
+        let span = class.span;
+        let items = ranges
+            .into_iter()
+            .chain(extra.into_iter().map(|c| (c, c)))
+            .map(|(start, end)| ranges_item(span, start, end))
+            .collect();
+        Ok(bracketed(span, class.negated != named.negated, items))
+    }
+}
+
+/// A bracketed class of `items`.
+fn bracketed(span: Span, negated: bool, items: Vec<ClassSetItem>) -> ClassBracketed {
+    ClassBracketed {
+        span,
+        negated,
+        kind: ClassSet::union(ClassSetUnion { span, items }),
+    }
+}
+
+/// The class item of the characters from `start` to `end`, surrogates left out (no character
+/// is one; a range may span them).
+fn ranges_item(span: Span, start: u32, end: u32) -> ClassSetItem {
+    let literal = |c: u32| Literal {
+        span,
+        kind: LiteralKind::HexBrace(HexLiteralKind::X),
+        c: char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER),
+    };
+    let start = if (0xd800..=0xdfff).contains(&start) {
+        0xe000
+    } else {
+        start
+    };
+    let end = if (0xd800..=0xdfff).contains(&end) {
+        0xd7ff
+    } else {
+        end
+    };
+    match start.cmp(&end) {
+        std::cmp::Ordering::Equal => ClassSetItem::Literal(literal(start)),
+        std::cmp::Ordering::Less => ClassSetItem::Range(ClassSetRange {
+            span,
+            start: literal(start),
+            end: literal(end),
+        }),
+        // Surrogates only.
+        std::cmp::Ordering::Greater => ClassSetItem::Empty(span),
+    }
 }
 
 /// How tightly an expression binds in the written pattern: a part is grouped when its context
@@ -277,6 +492,14 @@ fn go_class(perl: &ClassPerl) -> ClassBracketed {
 mod tests {
     use super::compile;
 
+    /// Each pattern compiles and matches its text exactly when Go's `regexp.MatchString` does.
+    fn answers_as_go(cases: &[(&str, &str, bool)]) {
+        for &(pattern, text, want) in cases {
+            let regex = compile(pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
+            assert_eq!(regex.is_match(text), want, "{pattern:?} on {text:?}");
+        }
+    }
+
     /// Go's answers (`regexp.MatchString`) for patterns whose Perl classes and word boundaries
     /// meet non-ASCII text, and for the items that already agree.
     #[test]
@@ -311,10 +534,7 @@ mod tests {
             (r"^.$", "é", true),
             (r"(?x) ^ \d \s $", "1 ", true),
         ];
-        for &(pattern, text, want) in cases {
-            let regex = compile(pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
-            assert_eq!(regex.is_match(text), want, "{pattern:?} on {text:?}");
-        }
+        answers_as_go(cases);
     }
 
     /// Go's `regexp` knows general categories and scripts only: Unicode's binary properties,
@@ -337,16 +557,13 @@ mod tests {
             assert!(compile(pattern).is_ok(), "{pattern}");
         }
         // The regex crate's word-boundary forms, which Go lacks, are read as ASCII like `\b`.
-        for (pattern, text, want) in [
+        answers_as_go(&[
             (r"\<b", "éb", true),
             (r"\<b", "ab", false),
             (r"a\>", "aé", true),
             (r"\b{start}b", "éb", true),
             (r"a\b{end-half}", "aé", true),
-        ] {
-            let regex = compile(pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
-            assert_eq!(regex.is_match(text), want, "{pattern:?} on {text:?}");
-        }
+        ]);
     }
 
     #[test]
@@ -358,11 +575,20 @@ mod tests {
                 .unwrap_err()
                 .contains("invalid character class range")
         );
-        // What could match a byte of a multi-byte character is refused, as Go's `regexp` works
-        // on characters: no byte class or literal above ASCII reaches `write_hir`.
-        for pattern in [r"(?-u:[\x80-\xFF])", r"(?-u:\xFF)", r"(?-u:[^a])"] {
+        // Go's regexp has no `u` flag: `(?-u)`, which could match a byte of a multi-byte
+        // character, is refused.
+        for pattern in [
+            r"(?-u:[\x80-\xFF])",
+            r"(?-u:\xFF)",
+            r"(?-u:[^a])",
+            "a(?u)b",
+            "(?i-u)",
+        ] {
             let err = compile(pattern).unwrap_err();
-            assert!(err.contains("invalid UTF-8"), "{pattern}: {err}");
+            assert!(
+                err.contains(pattern) && err.contains("flag `u`"),
+                "{pattern}: {err}"
+            );
         }
         // Found when translating, after the rewrite: still the pattern as written.
         let err = compile(r"\d\p{NoSuchClass}").unwrap_err();
@@ -451,6 +677,137 @@ mod tests {
             }
         }
         assert!(compiled > 3_000, "{compiled}");
+    }
+
+    /// The translation written out, with the Unicode classes and case folding resolved from
+    /// the core's tables, is the one `regex-syntax` makes from its own tables (which the tests
+    /// build it with, and the guests do not): every class name Go knows, alone, in brackets,
+    /// negated, under `(?i)` or not, and `(?i)` scoped by groups, flags and alternation over
+    /// literals, ranges, POSIX and Perl classes and set operations.
+    #[test]
+    fn classes_and_folding_resolve_as_regex_syntax_s_tables_resolve_them() {
+        fn with_tables(pattern: &str) -> String {
+            let mut tree = regex_syntax::ast::parse::Parser::new()
+                .parse(pattern)
+                .expect("parses");
+            super::to_ascii(&mut tree);
+            let hir = regex_syntax::hir::translate::Translator::new()
+                .translate(pattern, &tree)
+                .unwrap_or_else(|e| panic!("{pattern}: {e}"));
+            let mut text = String::new();
+            super::write_hir(&hir, super::Prec::Alternation, &mut text);
+            text
+        }
+        let ours = |pattern: &str| {
+            let hir = super::translate(pattern).unwrap_or_else(|e| panic!("{pattern}: {e}"));
+            let mut text = String::new();
+            super::write_hir(&hir, super::Prec::Alternation, &mut text);
+            text
+        };
+        let mut names = vec![
+            "Any", "ASCII", "Assigned", "LC", "Cn", "C", "L", "M", "N", "P", "S", "Z",
+        ];
+        names.extend([
+            "Lu", "Ll", "Lt", "Lm", "Lo", "Mn", "Nd", "Pc", "Sm", "Zs", "Cc", "Co",
+        ]);
+        names.extend([
+            "Greek", "Latin", "Cyrillic", "Armenian", "Georgian", "Cherokee", "Deseret",
+        ]);
+        names.extend([
+            "Han",
+            "Common",
+            "Inherited",
+            "Old_Italic",
+            "Adlam",
+            "Glagolitic",
+            "Coptic",
+        ]);
+        names.extend([
+            "letter",
+            "uppercase letter",
+            "Cased_Letter",
+            "digit",
+            "punct",
+            "Other",
+        ]);
+        let mut patterns = Vec::new();
+        for name in names {
+            for form in [
+                r"\p{N}",
+                r"\P{N}",
+                r"[\p{N}]",
+                r"[^\p{N}]",
+                r"[a\P{N}9]",
+                r"[\p{N}&&\PL]",
+            ] {
+                let pattern = form.replace('N', name).replacen(r"\PL", r"\P{L}", 1);
+                patterns.push(format!("(?i){pattern}"));
+                patterns.push(pattern);
+            }
+        }
+        for &pattern in &[
+            r"k",
+            r"(?i)k",
+            r"(?i)K",
+            r"(?i)ß",
+            r"(?i)ǅ",
+            r"(?i)Σσς",
+            r"(?i)straße",
+            r"(?i)1a",
+            r"(?i)[a-z]",
+            r"(?i)[^a-z]",
+            r"(?i)[k-m--l]",
+            r"(?i)[\w&&[^k]]",
+            r"(?i)[[:upper:]]",
+            r"(?i)[[:^alpha:]]",
+            r"(?i)[[:word:]é]",
+            r"(?i)\w",
+            r"(?i)\W",
+            r"(?i)[^\d\s]",
+            r"a(?i)b|c",
+            r"(?i)a|b",
+            r"((?i)a)b",
+            r"(?i:a)b",
+            r"a(?i:b(?-i)c)d",
+            r"(?i)a(?-i:b)c",
+            r"(?i)(?-i)k",
+            r"(?is)k.",
+            r"(?i)[\x{212A}]",
+            r"(?i)\x{1E9E}",
+            r"(?i)[\x{10400}-\x{1044F}]",
+            r"(?i)[\x{0}-\x{10FFFF}]",
+            r"(?i)[^\x{0}-\x{10FFFF}]",
+            r"(?i)(?:ab|cd)+k{2}",
+        ] {
+            patterns.push(pattern.to_string());
+        }
+        for c in (0..=0x1_ffff)
+            .filter_map(char::from_u32)
+            .filter(|c| !c.is_ascii_control())
+        {
+            if super::unicode::orbit(u32::from(c)).next().is_some() {
+                patterns.push(format!("(?i){}", regex_syntax::escape(&c.to_string())));
+            }
+        }
+        assert!(patterns.len() > 3_000, "{}", patterns.len());
+        for pattern in &patterns {
+            assert_eq!(ours(pattern), with_tables(pattern), "{pattern}");
+        }
+    }
+
+    /// Go's forms the tables of `regex-syntax` lack: `^` negating a name, `\p{Cs}` (no
+    /// character is a surrogate).
+    #[test]
+    fn negated_names_and_surrogates_are_read_as_go_reads_them() {
+        answers_as_go(&[
+            (r"^\p{^Greek}$", "a", true),
+            (r"^\p{^Greek}$", "λ", false),
+            (r"^\P{^Greek}$", "λ", true),
+            (r"^[\p{^L}]$", "1", true),
+            (r"^\p{Cs}$", "a", false),
+            (r"^\P{Cs}$", "a", true),
+            (r"(?i)^\p{^Lu}$", "a", false),
+        ]);
     }
 
     /// Patterns nested as deep as `regex-syntax`'s parser admits (250) compile; one level more is

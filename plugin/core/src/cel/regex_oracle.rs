@@ -4,8 +4,11 @@
 //! `regex` and the replay of its corpus (host tests).
 
 use regex_syntax::ast::{
-    self, Assertion, AssertionKind, Ast, Flag, Flags, FlagsItem, FlagsItemKind, Group, GroupKind,
+    self, Assertion, AssertionKind, Ast, ClassSet, ClassSetItem, ClassUnicode, ClassUnicodeKind,
+    ClassUnicodeOpKind, Flag, Flags, FlagsItem, FlagsItemKind, Group, GroupKind,
 };
+
+use super::unicode;
 
 /// Whether `pattern` compiles with `matches()` and with the regex crate alike, and matches
 /// every one of `texts` alike: `Ok(Some(n))` when both compile and agree (`n` texts match),
@@ -38,11 +41,14 @@ pub fn compare_regex(pattern: &str, texts: &[&str]) -> Result<Option<usize>, Str
 }
 
 /// The regex crate given `pattern` with Go's meaning: Perl classes rewritten as `matches()`
-/// rewrites them, word boundaries wrapped in `(?-u:…)` (the regex crate's ASCII ones).
+/// rewrites them, word boundaries wrapped in `(?-u:…)` (the regex crate's ASCII ones), Unicode
+/// classes named by the names Go's lookup gives them (`\p{letter}` as `\p{gc=L}`: the regex
+/// crate's loose lookup knows more names than Go), and the `u` flag, which Go lacks, refused.
 fn oracle(pattern: &str) -> Result<regex::Regex, String> {
     let mut tree = ast::parse::Parser::new()
         .parse(pattern)
         .map_err(|e| regex_syntax::Error::from(e).to_string())?;
+    go_names(&mut tree)?;
     super::re2::to_ascii(&mut tree);
     ascii_boundaries(&mut tree);
     let mut text = String::new();
@@ -50,6 +56,79 @@ fn oracle(pattern: &str) -> Result<regex::Regex, String> {
         .print(&tree, &mut text)
         .map_err(|e| e.to_string())?;
     regex::Regex::new(&text).map_err(|e| e.to_string())
+}
+
+/// Refuses the `u` flag and names each Unicode class as Go's lookup resolves it, for the regex
+/// crate: `gc=` a category, `sc=` a script, `Any`, `ASCII` or `Assigned`.
+fn go_names(tree: &mut Ast) -> Result<(), String> {
+    let no_u = |flags: &Flags| {
+        let u = FlagsItemKind::Flag(Flag::Unicode);
+        match flags.items.iter().any(|item| item.kind == u) {
+            true => Err("Go has no `u` flag".to_string()),
+            false => Ok(()),
+        }
+    };
+    match tree {
+        Ast::Flags(set) => no_u(&set.flags),
+        Ast::Group(g) => {
+            if let GroupKind::NonCapturing(flags) = &g.kind {
+                no_u(flags)?;
+            }
+            go_names(&mut g.ast)
+        }
+        Ast::ClassUnicode(class) => go_name(class),
+        Ast::ClassBracketed(class) => set_go_names(&mut class.kind),
+        Ast::Repetition(r) => go_names(&mut r.ast),
+        Ast::Alternation(a) => a.asts.iter_mut().try_for_each(go_names),
+        Ast::Concat(c) => c.asts.iter_mut().try_for_each(go_names),
+        _ => Ok(()),
+    }
+}
+
+fn set_go_names(set: &mut ClassSet) -> Result<(), String> {
+    let mut items = vec![];
+    match set {
+        ClassSet::Item(item) => items.push(item),
+        ClassSet::BinaryOp(op) => {
+            set_go_names(&mut op.lhs)?;
+            return set_go_names(&mut op.rhs);
+        }
+    }
+    while let Some(item) = items.pop() {
+        match item {
+            ClassSetItem::Unicode(class) => go_name(class)?,
+            ClassSetItem::Bracketed(class) => set_go_names(&mut class.kind)?,
+            ClassSetItem::Union(union) => items.extend(union.items.iter_mut()),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
+fn go_name(class: &mut ClassUnicode) -> Result<(), String> {
+    let named = match &class.kind {
+        ClassUnicodeKind::OneLetter(c) => unicode::lookup(c.encode_utf8(&mut [0; 4])),
+        ClassUnicodeKind::Named(name) => unicode::lookup(name),
+        ClassUnicodeKind::NamedValue { .. } => None,
+    };
+    let named = named.ok_or("not a class Go knows")?;
+    class.negated ^= named.negated;
+    let value = |name: &str, value: &str| ClassUnicodeKind::NamedValue {
+        op: ClassUnicodeOpKind::Equal,
+        name: name.to_string(),
+        value: value.to_string(),
+    };
+    class.kind = match named.name {
+        "Any" | "ASCII" | "Assigned" => ClassUnicodeKind::Named(named.name.to_string()),
+        // No character is a surrogate: the class of none.
+        "Cs" => {
+            class.negated = !class.negated;
+            ClassUnicodeKind::Named("Any".to_string())
+        }
+        name if named.is_script() => value("sc", name),
+        name => value("gc", name),
+    };
+    Ok(())
 }
 
 /// Wraps every assertion but the anchors in `(?-u:…)`.
@@ -132,6 +211,12 @@ mod tests {
         "(?i:",
         "(?-u:",
         "(?-u)",
+        r"\p{^Greek}",
+        r"\p{letter}",
+        r"[\p{Lu}\P{Cased_Letter}]",
+        r"[k-m--l]",
+        "[[:^alpha:]]",
+        r"\p{Grek}",
         "|",
         "*",
         "+",
