@@ -165,11 +165,11 @@ impl Resolve<'_> {
             ClassSetItem::Range(range) => vec![(u32::from(range.start.c), u32::from(range.end.c))],
             ClassSetItem::Ascii(class) => {
                 // Folded, then negated: `[[:^alpha:]]` is what `[[:alpha:]]` folded leaves.
-                let span = class.span;
-                let (negated, mut plain) = (class.negated, class.clone());
+                let (span, negated) = (class.span, class.negated);
+                let mut plain = class.clone();
                 plain.negated = false;
-                let alone =
-                    Ast::class_bracketed(bracketed(span, false, vec![ClassSetItem::Ascii(plain.clone())]));
+                let items = vec![ClassSetItem::Ascii(plain)];
+                let alone = Ast::class_bracketed(bracketed(span, false, items.clone()));
                 let translated = Translator::new().translate(self.pattern, &alone);
                 let ranges: Vec<(u32, u32)> = match translated.map(Hir::into_kind) {
                     Ok(HirKind::Class(Class::Unicode(class))) => class
@@ -183,7 +183,7 @@ impl Resolve<'_> {
                         ));
                     }
                 };
-                let mut items = vec![ClassSetItem::Ascii(plain)];
+                let mut items = items;
                 items.extend(
                     unicode::folded_extra(&ranges)
                         .into_iter()
@@ -206,12 +206,7 @@ impl Resolve<'_> {
 
     /// A Unicode class as the bracketed class of its ranges, folded under `(?i)`.
     fn unicode(&self, class: &ast::ClassUnicode) -> Result<ClassBracketed, String> {
-        let named = match &class.kind {
-            ClassUnicodeKind::OneLetter(letter) => unicode::lookup(letter.encode_utf8(&mut [0; 4])),
-            ClassUnicodeKind::Named(name) => unicode::lookup(name),
-            ClassUnicodeKind::NamedValue { .. } => None,
-        };
-        let named = named.ok_or_else(|| {
+        let named = go_class_name(class).ok_or_else(|| {
             format!(
                 "regex `{}`: unknown Unicode class `{}` (Go's regexp knows general categories, \
                  scripts, Any, ASCII and Assigned)",
@@ -235,6 +230,16 @@ impl Resolve<'_> {
     }
 }
 
+/// What Go's lookup makes of a Unicode class's name (`\pL`, `\p{Greek}`); a `key=value` form
+/// names nothing Go knows.
+pub(super) fn go_class_name(class: &ast::ClassUnicode) -> Option<unicode::Named> {
+    match &class.kind {
+        ClassUnicodeKind::OneLetter(letter) => unicode::lookup(letter.encode_utf8(&mut [0; 4])),
+        ClassUnicodeKind::Named(name) => unicode::lookup(name),
+        ClassUnicodeKind::NamedValue { .. } => None,
+    }
+}
+
 /// A bracketed class of `items`.
 fn bracketed(span: Span, negated: bool, items: Vec<ClassSetItem>) -> ClassBracketed {
     ClassBracketed {
@@ -247,30 +252,23 @@ fn bracketed(span: Span, negated: bool, items: Vec<ClassSetItem>) -> ClassBracke
 /// The class item of the characters from `start` to `end`, surrogates left out (no character
 /// is one; a range may span them).
 fn ranges_item(span: Span, start: u32, end: u32) -> ClassSetItem {
-    let literal = |c: u32| Literal {
+    let surrogate = |c: u32| (0xd800..=0xdfff).contains(&c);
+    let start = if surrogate(start) { 0xe000 } else { start };
+    let end = if surrogate(end) { 0xd7ff } else { end };
+    let literal = |c| Literal {
         span,
         kind: LiteralKind::HexBrace(HexLiteralKind::X),
-        c: char::from_u32(c).unwrap_or(char::REPLACEMENT_CHARACTER),
+        c,
     };
-    let start = if (0xd800..=0xdfff).contains(&start) {
-        0xe000
-    } else {
-        start
-    };
-    let end = if (0xd800..=0xdfff).contains(&end) {
-        0xd7ff
-    } else {
-        end
-    };
-    match start.cmp(&end) {
-        std::cmp::Ordering::Equal => ClassSetItem::Literal(literal(start)),
-        std::cmp::Ordering::Less => ClassSetItem::Range(ClassSetRange {
+    match (char::from_u32(start), char::from_u32(end)) {
+        (Some(first), Some(last)) if first == last => ClassSetItem::Literal(literal(first)),
+        (Some(first), Some(last)) if first < last => ClassSetItem::Range(ClassSetRange {
             span,
-            start: literal(start),
-            end: literal(end),
+            start: literal(first),
+            end: literal(last),
         }),
         // Surrogates only.
-        std::cmp::Ordering::Greater => ClassSetItem::Empty(span),
+        _ => ClassSetItem::Empty(span),
     }
 }
 

@@ -8,8 +8,6 @@ use regex_syntax::ast::{
     ClassUnicodeOpKind, Flag, Flags, FlagsItem, FlagsItemKind, Group, GroupKind,
 };
 
-use super::unicode;
-
 /// Whether `pattern` compiles with `matches()` and with the regex crate alike, and matches
 /// every one of `texts` alike: `Ok(Some(n))` when both compile and agree (`n` texts match),
 /// `Ok(None)` when both reject it, or when either stops at its size limit (the two engines
@@ -86,32 +84,26 @@ fn go_names(tree: &mut Ast) -> Result<(), String> {
 }
 
 fn set_go_names(set: &mut ClassSet) -> Result<(), String> {
-    let mut items = vec![];
     match set {
-        ClassSet::Item(item) => items.push(item),
+        ClassSet::Item(item) => item_go_names(item),
         ClassSet::BinaryOp(op) => {
             set_go_names(&mut op.lhs)?;
-            return set_go_names(&mut op.rhs);
+            set_go_names(&mut op.rhs)
         }
     }
-    while let Some(item) = items.pop() {
-        match item {
-            ClassSetItem::Unicode(class) => go_name(class)?,
-            ClassSetItem::Bracketed(class) => set_go_names(&mut class.kind)?,
-            ClassSetItem::Union(union) => items.extend(union.items.iter_mut()),
-            _ => {}
-        }
+}
+
+fn item_go_names(item: &mut ClassSetItem) -> Result<(), String> {
+    match item {
+        ClassSetItem::Unicode(class) => go_name(class),
+        ClassSetItem::Bracketed(class) => set_go_names(&mut class.kind),
+        ClassSetItem::Union(union) => union.items.iter_mut().try_for_each(item_go_names),
+        _ => Ok(()),
     }
-    Ok(())
 }
 
 fn go_name(class: &mut ClassUnicode) -> Result<(), String> {
-    let named = match &class.kind {
-        ClassUnicodeKind::OneLetter(c) => unicode::lookup(c.encode_utf8(&mut [0; 4])),
-        ClassUnicodeKind::Named(name) => unicode::lookup(name),
-        ClassUnicodeKind::NamedValue { .. } => None,
-    };
-    let named = named.ok_or("not a class Go knows")?;
+    let named = super::re2::go_class_name(class).ok_or("not a class Go knows")?;
     class.negated ^= named.negated;
     let value = |name: &str, value: &str| ClassUnicodeKind::NamedValue {
         op: ClassUnicodeOpKind::Equal,

@@ -167,7 +167,8 @@ impl Named {
             Kind::Assigned => assigned(),
             Kind::Unassigned => complement(&assigned()),
             Kind::CasedLetter => categories(|c| matches!(c, "Lu" | "Ll" | "Lt")),
-            Kind::Major(b'C') => union(categories(|c| c.starts_with('C')), complement(&assigned())),
+            // `C` with `Cn`: what the other categories leave.
+            Kind::Major(b'C') => complement(&categories(|c| !c.starts_with('C'))),
             Kind::Major(letter) => categories(|c| c.as_bytes()[0] == letter),
             Kind::Category(i) => decode(data::CATEGORIES[i].1),
             Kind::Script(i) => decode(data::SCRIPTS[i].1),
@@ -192,12 +193,6 @@ fn categories(pick: impl Fn(&str) -> bool) -> Vec<(u32, u32)> {
         .collect();
     all.sort_unstable();
     merge(all)
-}
-
-fn union(mut a: Vec<(u32, u32)>, b: Vec<(u32, u32)>) -> Vec<(u32, u32)> {
-    a.extend(b);
-    a.sort_unstable();
-    merge(a)
 }
 
 /// Sorted ranges merged where they overlap or touch.
