@@ -612,7 +612,7 @@ impl Checker<'_> {
         };
         let ctx = Context::with_env(Arc::clone(self.env));
         let found = !matches!(
-            Value::resolve_val(&probe, &ctx),
+            Value::resolve(&probe, &ctx),
             Err(ExecutionError::UndeclaredReference(_))
         );
         if found {

@@ -10,8 +10,8 @@ use cel::{Context, Env, Value};
 
 use super::CelError;
 use super::check::{Checker, MAX_NESTING, check_nesting, compile_error, prepare_source};
-use super::cost::{METER_VAR, Meter};
-use super::instrument::instrument;
+use super::cost::{METER_VAR, Meter, Outcome};
+use super::instrument::{instrument, keep_result};
 use super::macros::{self, try_for_each_child};
 use super::values::RegexVal;
 
@@ -58,7 +58,8 @@ pub(crate) fn compile(env: &Arc<Env>, source: &str, root: Root) -> Result<Progra
     check_nesting(source)?;
     let parsed = parse(source)?;
     Checker::new(env, root).check(&parsed)?;
-    let (mut expr, static_cost) = instrument(parsed);
+    let (expr, static_cost) = instrument(parsed);
+    let mut expr = keep_result(expr);
     let mut regexes = Vec::new();
     precompile_regexes(&mut expr, &mut regexes)?;
     Ok(Program {
@@ -140,7 +141,7 @@ impl Program {
         env: &Arc<Env>,
         value: &dyn Val,
         limit: u64,
-        convert: impl FnOnce(&dyn Val) -> Result<T, CelError>,
+        convert: impl FnOnce(Outcome) -> Result<T, CelError>,
     ) -> Result<T, CelError> {
         let vars = Vars {
             root: self.root.name(),
@@ -159,13 +160,19 @@ impl Program {
         }
         let mut ctx = Context::with_env(Arc::clone(env));
         ctx.set_variable_resolver(&vars);
-        let result = Value::resolve_val(&self.expr, &ctx);
+        // `Value::resolve`, not the `#[inline(always)]` `resolve_val`: the core then carries no
+        // copy of `cel`'s interpreter of its own (35 KB of each guest). The value comes from the
+        // meter, where the program's outermost `@result` call put it (see `compile`).
+        let result = Value::resolve(&self.expr, &ctx);
         if vars.meter.exceeded() {
             return Err(over_budget());
         }
-        match result {
-            Ok(v) => convert(v.as_ref()),
-            Err(e) => Err(CelError::Runtime(e.to_string())),
+        match (result, vars.meter.take_result()) {
+            (Ok(_), Some(outcome)) => convert(outcome),
+            (Ok(v), None) => Err(CelError::Runtime(format!(
+                "internal error: the program ended with {v:?} and kept no result"
+            ))),
+            (Err(e), _) => Err(CelError::Runtime(e.to_string())),
         }
     }
 

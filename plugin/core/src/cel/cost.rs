@@ -32,9 +32,12 @@
 //! values and size-dependent calls can cost up to about twice as much.
 
 use std::any::Any;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use cel::common::types::{CelBytes, CelInt, CelList, CelMap, CelString, DYN_TYPE, INT_TYPE, Type};
+use cel::common::types::{
+    CelBool, CelBytes, CelInt, CelList, CelMap, CelNull, CelString, DYN_TYPE, INT_TYPE, Type,
+};
 use cel::common::value::{CowVal, StaticVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
@@ -48,6 +51,8 @@ pub(crate) const COST_FN: &str = "@cost";
 pub(crate) const SIZE_FN: &str = "@size";
 /// `@size2(x, milli_fx, y, milli_fy, meter)`: charges `ceil(size(x) * fx) * ceil(size(y) * fy)`.
 pub(crate) const SIZE2_FN: &str = "@size2";
+/// `@result(value, meter)`: keeps `value` as the evaluation's result (see [`Meter::take_result`]).
+pub(crate) const RESULT_FN: &str = "@result";
 
 /// How [`SIZE_FN`] measures its value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -76,11 +81,13 @@ impl Mode {
 
 static METER_TYPE: Type = Type::new_unspecified_type("@meter");
 
-/// The cost used so far by one evaluation, against its limit.
+/// The state of one evaluation: the cost used so far, against its limit, and the result that
+/// [`RESULT_FN`] kept.
 #[derive(Debug)]
 pub(crate) struct Meter {
     used: AtomicU64,
     limit: u64,
+    result: Mutex<Option<Outcome>>,
 }
 
 impl Meter {
@@ -88,7 +95,13 @@ impl Meter {
         Meter {
             used: AtomicU64::new(0),
             limit,
+            result: Mutex::new(None),
         }
+    }
+
+    /// The value [`RESULT_FN`] kept, if the evaluation reached it.
+    pub(crate) fn take_result(&self) -> Option<Outcome> {
+        self.result.lock().map_or(None, |mut r| r.take())
     }
 
     /// Adds `n`; fails once the total is above the limit.
@@ -132,6 +145,7 @@ impl Val for Meter {
         Box::new(Meter {
             used: AtomicU64::new(self.used()),
             limit: self.limit,
+            result: Mutex::new(None),
         })
     }
     fn as_any(&self) -> Option<&dyn Any> {
@@ -155,6 +169,7 @@ pub(crate) fn register(env: &mut Env) -> Result<(), DeclarationError> {
         vec![DYN_TYPE, INT_TYPE, DYN_TYPE, INT_TYPE, DYN_TYPE],
         size2_fn,
     )?;
+    env.add_overload(RESULT_FN, RESULT_FN, vec![DYN_TYPE, DYN_TYPE], result_fn)?;
     Ok(())
 }
 
@@ -248,6 +263,52 @@ fn cost_fn<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, Executio
     let k = int_arg(COST_FN, &args, 1)?;
     meter_arg(COST_FN, &args)?.charge(k.unsigned_abs())?;
     first(args)
+}
+
+/// What an evaluation gave, as the programs' callers read it: selectors want a bool, extractors a
+/// string; of anything else only the type is kept, for the error.
+#[derive(Debug, PartialEq)]
+pub(crate) enum Outcome {
+    Bool(bool),
+    String(String),
+    Other { type_name: String },
+}
+
+impl Outcome {
+    fn of(value: &dyn Val) -> Outcome {
+        if let Some(b) = value.downcast_ref::<CelBool>() {
+            Outcome::Bool(*b.inner())
+        } else if let Some(s) = value.downcast_ref::<CelString>() {
+            Outcome::String(s.inner().to_owned())
+        } else {
+            Outcome::Other {
+                type_name: value.get_type().name().to_owned(),
+            }
+        }
+    }
+
+    /// The CEL type's name.
+    pub(crate) fn type_name(&self) -> &str {
+        match self {
+            Outcome::Bool(_) => "bool",
+            Outcome::String(_) => "string",
+            Outcome::Other { type_name } => type_name,
+        }
+    }
+}
+
+/// Keeps the value's [`Outcome`] in the meter and returns `null`: the program's value is read from
+/// the meter, so that `cel` never converts it to its `Value`, which has no form for the library's
+/// own types (such as `quantity`).
+fn result_fn<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
+    let meter = meter_arg(RESULT_FN, &args)?;
+    let value = args.first().ok_or_else(|| ExecutionError::invalid_argument_count(2, 0))?;
+    let mut slot = meter
+        .result
+        .lock()
+        .map_err(|_| ExecutionError::function_error(RESULT_FN, "result slot poisoned"))?;
+    *slot = Some(Outcome::of(value.as_ref()));
+    Ok(CowVal::Owned(Box::new(CelNull)))
 }
 
 fn size_fn<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {

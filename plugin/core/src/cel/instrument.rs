@@ -8,7 +8,7 @@ use cel::common::ast::{
 };
 use cel::common::types::CelInt;
 
-use super::cost::{COST_FN, METER_VAR, Mode, SIZE_FN, SIZE2_FN};
+use super::cost::{COST_FN, METER_VAR, Mode, RESULT_FN, SIZE_FN, SIZE2_FN};
 
 /// Traversal cost factor, in thousandths: 0.1 per byte.
 const TRAVERSE: i64 = 100;
@@ -102,6 +102,13 @@ fn sized_pair(x: IdedExpr, fx: i64, y: &IdedExpr, y_cost: u64, fy: i64) -> (Ided
 
 fn is_value_literal(e: &IdedExpr) -> bool {
     matches!(e.expr, Expr::Literal(_) | Expr::List(_) | Expr::Map(_))
+}
+
+/// `@result(e)`: the program's outermost call, which keeps the value of `e` in the meter (see
+/// `Program::eval`). Costs nothing.
+pub(super) fn keep_result(e: IdedExpr) -> IdedExpr {
+    let id = e.id;
+    call(id, RESULT_FN, vec![e, meter(id)])
 }
 
 /// Rewrites `expr` with cost charges; returns it and the static cost of its nodes outside loop

@@ -45,12 +45,12 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 
 use cel::Env;
-use cel::common::types::{CelBool, CelString};
 use cel::common::value::Val;
 
 use crate::model::AttributeValue;
 use crate::quantity::Quantity;
 use compile::{Program, Root};
+use cost::Outcome;
 #[cfg(feature = "parser-oracle")]
 pub use parser_oracle::compare_parsers;
 #[cfg(feature = "regex-oracle")]
@@ -164,12 +164,11 @@ impl Selector {
     /// Evaluates the selector; a non-bool result is [`CelError::WrongType`].
     pub fn matches(&self, device: &CelDevice) -> Result<bool, CelError> {
         let value = device.value.as_ref().map_err(|e| CelError::Runtime(e.clone()))?;
-        self.program.eval(&self.env, value, self.cost_limit, |result| {
-            result
-                .downcast_ref::<CelBool>()
-                .map(|b| *b.inner())
-                .ok_or_else(|| wrong_type("bool", result))
-        })
+        self.program
+            .eval(&self.env, value, self.cost_limit, |result| match result {
+                Outcome::Bool(b) => Ok(b),
+                other => Err(wrong_type("bool", &other)),
+            })
     }
 }
 
@@ -184,19 +183,17 @@ impl Extractor {
     /// Evaluates the extractor; a non-string result is [`CelError::WrongType`].
     pub fn extract(&self, object: &CelObject) -> Result<String, CelError> {
         self.program
-            .eval(&self.env, object.value.as_ref(), self.cost_limit, |result| {
-                result
-                    .downcast_ref::<CelString>()
-                    .map(|s| s.inner().to_owned())
-                    .ok_or_else(|| wrong_type("string", result))
+            .eval(&self.env, object.value.as_ref(), self.cost_limit, |result| match result {
+                Outcome::String(s) => Ok(s),
+                other => Err(wrong_type("string", &other)),
             })
     }
 }
 
-fn wrong_type(expected: &'static str, got: &dyn Val) -> CelError {
+fn wrong_type(expected: &'static str, got: &Outcome) -> CelError {
     CelError::WrongType {
         expected,
-        got: got.get_type().name().to_owned(),
+        got: got.type_name().to_owned(),
     }
 }
 
