@@ -191,7 +191,7 @@ fn categories(pick: impl Fn(&str) -> bool) -> Vec<(u32, u32)> {
         .filter(|(name, _)| pick(name))
         .flat_map(|(_, bytes)| decode(bytes))
         .collect();
-    all.sort_unstable();
+    crate::map::sort_stable_by(&mut all, Ord::cmp);
     merge(all)
 }
 
