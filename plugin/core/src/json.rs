@@ -13,8 +13,10 @@ use std::borrow::Cow;
 use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+mod canonical;
 mod maps;
 
+pub use canonical::{MAX_NESTING, Node, Number, canonical, nested, node, number};
 pub use maps::MapsOnly;
 
 /// Recorded objects for the decoding tests, and the nodes of a JSON value.

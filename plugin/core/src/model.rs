@@ -914,9 +914,10 @@ pub struct OpaqueDeviceConfiguration {
 }
 
 /// `opaque.parameters`: arbitrary JSON, kept as its canonical text (compact, keys sorted: what
-/// serialising the parsed value gives). A parsed `serde_json::Value` costs a B-tree leaf per
-/// object; at 20,000 allocated claims, each with its config in the spec and in the allocation,
-/// that was about 20 MiB of guest memory. CEL extractors parse the text when they run.
+/// serialising the parsed value gives; [`crate::json::canonical`], which reads numbers exactly).
+/// A parsed `serde_json::Value` costs a B-tree leaf per object; at 20,000 allocated claims, each
+/// with its config in the spec and in the allocation, that was about 20 MiB of guest memory. CEL
+/// extractors read the text when they run ([`crate::cel::CelObject::from_parameters`]).
 #[derive(Clone, Debug, Serialize)]
 #[serde(transparent)]
 pub struct Parameters(Box<serde_json::value::RawValue>);
@@ -925,11 +926,6 @@ impl Parameters {
     /// The canonical JSON text.
     pub fn get(&self) -> &str {
         self.0.get()
-    }
-
-    /// The parsed value.
-    pub fn value(&self) -> Result<serde_json::Value, serde_json::Error> {
-        serde_json::from_str(self.0.get())
     }
 }
 
@@ -948,9 +944,12 @@ impl PartialEq for Parameters {
 }
 
 impl<'de> Deserialize<'de> for Parameters {
+    /// Takes the value's text as written and makes it canonical: serde_json's own number parser
+    /// (inexact without its `float_roundtrip` feature, which the guests leave out) never reads it.
     fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
-        let value = serde_json::Value::deserialize(deserializer)?;
-        serde_json::value::to_raw_value(&value)
+        let raw = Box::<serde_json::value::RawValue>::deserialize(deserializer)?;
+        crate::json::canonical(raw.get())
+            .and_then(serde_json::value::RawValue::from_string)
             .map(Parameters)
             .map_err(serde::de::Error::custom)
     }
@@ -1602,7 +1601,8 @@ mod tests {
         let value: serde_json::Value = serde_json::from_str(pretty).unwrap();
         let from_value: OpaqueDeviceConfiguration = serde_json::from_value(value.clone()).unwrap();
         assert_eq!(from_value, from_text);
-        assert_eq!(from_text.parameters.value().unwrap(), value["parameters"]);
+        let parsed: serde_json::Value = serde_json::from_str(from_text.parameters.get()).unwrap();
+        assert_eq!(parsed, value["parameters"]);
         let from_value_alone: Parameters = serde_json::from_value(value["parameters"].clone()).unwrap();
         assert_eq!(from_value_alone, from_text.parameters);
         assert_eq!(
@@ -1637,7 +1637,13 @@ mod tests {
                 serde_json::from_str(&serde_json::to_string(&first).unwrap()).unwrap();
             assert_eq!(again.parameters, first.parameters, "{n}");
             let exact: f64 = n.parse().unwrap();
-            let read = first.parameters.value().unwrap()["n"].as_f64().unwrap();
+            let text = first.parameters.get();
+            let member = text.strip_prefix(r#"{"n":"#).and_then(|t| t.strip_suffix('}'));
+            let read = match crate::json::number(member.unwrap()).unwrap() {
+                crate::json::Number::U64(u) => u as f64,
+                crate::json::Number::I64(i) => i as f64,
+                crate::json::Number::F64(f) => f,
+            };
             assert_eq!(
                 read.to_bits(),
                 exact.to_bits(),

@@ -355,7 +355,11 @@ pub fn decode_str(json: &str, index: usize) -> Result<Option<Object>, Error> {
         return Ok(Some(object));
     }
     let value: Value = serde_json::from_str(json).map_err(|e| Error::Json(e.to_string()))?;
-    decode_object(value, index)
+    // The typed object is read from the canonical text of `json`, not from `value` written out:
+    // serde_json read the value's numbers inexactly (see `json::canonical`).
+    decode_parsed(value, index, |_| {
+        crate::json::canonical(json).map_err(|e| Error::Json(e.to_string()))
+    })
 }
 
 /// The one-pass decode of [`decode_str`]; `None` whenever the object needs the `Value` path.
@@ -389,8 +393,19 @@ fn decode_fast(json: &str) -> Option<Object> {
     })
 }
 
-/// Decodes one object. Returns `Ok(None)` for kinds the plugin does not use.
+/// Decodes one object. Returns `Ok(None)` for kinds the plugin does not use. Numbers are the
+/// value's, as serde_json read them; [`decode_str`] reads them exactly.
 pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error> {
+    decode_parsed(value, index, |value| Ok(value.to_string()))
+}
+
+/// [`decode_object`], with the typed object read from the text `text` gives for the value (its
+/// keys unique, the last of a repeated key kept, and in order), once the value passed the checks.
+fn decode_parsed(
+    value: Value,
+    index: usize,
+    text: impl FnOnce(Value) -> Result<String, Error>,
+) -> Result<Option<Object>, Error> {
     let Some(obj) = value.as_object() else {
         return Err(Error::Unidentified {
             index,
@@ -434,15 +449,16 @@ pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error
             reason: format!("{api:?} is not supported, expected {}", expected.join(" or ")),
         });
     }
+    let text = text(value)?;
     let object = match kind {
-        Kind::Node => Object::Node(Box::new(typed(value, &label)?)),
-        Kind::Pod => Object::Pod(Box::new(typed(value, &label)?)),
-        Kind::ResourceSlice => Object::ResourceSlice(Box::new(typed(value, &label)?)),
-        Kind::DeviceClass => Object::DeviceClass(Box::new(typed(value, &label)?)),
-        Kind::ResourceClaim => Object::ResourceClaim(Box::new(typed(value, &label)?)),
-        Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(Box::new(typed(value, &label)?)),
+        Kind::Node => Object::Node(Box::new(typed(&text, &label)?)),
+        Kind::Pod => Object::Pod(Box::new(typed(&text, &label)?)),
+        Kind::ResourceSlice => Object::ResourceSlice(Box::new(typed(&text, &label)?)),
+        Kind::DeviceClass => Object::DeviceClass(Box::new(typed(&text, &label)?)),
+        Kind::ResourceClaim => Object::ResourceClaim(Box::new(typed(&text, &label)?)),
+        Kind::ResourceClaimTemplate => Object::ResourceClaimTemplate(Box::new(typed(&text, &label)?)),
         Kind::DeviceTaintRule => {
-            let rule: DeviceTaintRule = typed(value, &label)?;
+            let rule: DeviceTaintRule = typed(&text, &label)?;
             let alpha = api.as_deref().is_none_or(|a| a == DEVICE_TAINT_RULE_ALPHA);
             if rule.uses_alpha_fields() && !alpha {
                 return Err(Error::Field {
@@ -460,14 +476,12 @@ pub fn decode_object(value: Value, index: usize) -> Result<Option<Object>, Error
     Ok(Some(object))
 }
 
-/// The typed object, read from the value's text by the one deserializer of [`decode_str`]'s
-/// one-pass path, so that each type's decoding is compiled once. The text is the value written
-/// out: its keys are unique (the last of a repeated key won when the value was parsed, as in Go)
-/// and in the value's order, the order in which a bad field was found before.
-fn typed<T: DeserializeOwned>(value: Value, label: &str) -> Result<T, Error> {
-    let text = value.to_string();
-    drop(value);
-    crate::json::from_text(&text).map_err(|e| Error::Field {
+/// The typed object, read from its text by the one deserializer of [`decode_str`]'s one-pass
+/// path, so that each type's decoding is compiled once. The text is the value written out: its
+/// keys are unique (the last of a repeated key won when the value was parsed, as in Go) and in the
+/// value's order, the order in which a bad field was found before.
+fn typed<T: DeserializeOwned>(text: &str, label: &str) -> Result<T, Error> {
+    crate::json::from_text(text).map_err(|e| Error::Field {
         object: label.to_string(),
         path: if e.path.is_empty() {
             "(root)".into()
@@ -720,8 +734,11 @@ mod tests {
         fn oracle(value: Value) -> Result<Object, Error> {
             by_kind!(value, tracked)
         }
+        fn written<T: DeserializeOwned>(value: Value, label: &str) -> Result<T, Error> {
+            typed(&value.to_string(), label)
+        }
         fn ours(value: Value) -> Result<Object, Error> {
-            by_kind!(value, typed)
+            by_kind!(value, written)
         }
         let wrong = [
             json!(7),

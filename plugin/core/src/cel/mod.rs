@@ -130,19 +130,16 @@ pub struct CelObject {
 }
 
 impl CelObject {
-    /// Prepares a JSON object.
-    pub fn new(object: &serde_json::Value) -> Self {
-        CelObject {
-            value: values::json_value(object),
-        }
+    /// Prepares the JSON value `text` (numbers read exactly: [`crate::json::number`]).
+    pub fn from_json(text: &str) -> Result<Self, String> {
+        values::json_value(text, crate::json::MAX_NESTING)
+            .map(|value| CelObject { value })
+            .map_err(|e| e.to_string())
     }
 
-    /// Prepares a config's opaque parameters (kept as JSON text, parsed here).
+    /// Prepares a config's opaque parameters (kept as canonical JSON text, read here).
     pub fn from_parameters(parameters: &crate::model::Parameters) -> Result<Self, String> {
-        parameters
-            .value()
-            .map(|v| CelObject::new(&v))
-            .map_err(|e| format!("opaque parameters: {e}"))
+        Self::from_json(parameters.get()).map_err(|e| format!("opaque parameters: {e}"))
     }
 }
 

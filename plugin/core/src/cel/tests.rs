@@ -861,14 +861,19 @@ fn compile_errors_are_reported_and_cached() {
 
 #[test]
 fn extractors_read_the_object() {
-    let object = CelObject::new(&serde_json::json!({
+    let object = CelObject::from_json(
+        r#"{
         "spec": {"network": {"subnet": "10.0.0.0/24", "vlan": 7}},
         "count": 3,
-        "big": 18446744073709551615u64,
+        "big": 18446744073709551615,
         "ratio": 0.5,
         "labels": ["a", "b"],
         "none": null,
-    }));
+        "edge": 9333333000000629387372,
+        "twice": "first", "twice": "last"
+    }"#,
+    )
+    .unwrap();
     let cache = CelCache::new();
     let cases: &[(&str, Result<&str, &str>, &str)] = &[
         ("object.spec.network.subnet", Ok("10.0.0.0/24"), "nested field"),
@@ -887,6 +892,17 @@ fn extractors_read_the_object() {
         ),
         (
             r#"object.ratio == 0.5 && object.none == null ? "ok" : "no""#,
+            Ok("ok"),
+            "doubles and null",
+        ),
+        (
+            r#"object.edge == 9333333000000629387372.0 ? "nearest double" : string(object.edge)"#,
+            Ok("nearest double"),
+            "a number read exactly, as Go reads it",
+        ),
+        ("object.twice", Ok("last"), "the last of a repeated key"),
+        (
+            r#"object.ratio == 0.5 ? "ok" : "no""#,
             Ok("ok"),
             "double and null",
         ),

@@ -369,24 +369,33 @@ pub(crate) fn device_value<'a>(
     ))
 }
 
-/// A JSON value as CEL sees it: objects are maps, arrays lists, integers `int` (or `uint` above
-/// `i64::MAX`), other numbers `double`.
-pub(crate) fn json_value(value: &serde_json::Value) -> Box<dyn Val> {
-    use serde_json::Value as J;
-    match value {
-        J::Null => Box::new(CelNull),
-        J::Bool(b) => Box::new(CelBool::from(*b)),
-        J::Number(n) => match (n.as_i64(), n.as_u64()) {
-            (Some(i), _) => Box::new(CelInt::from(i)),
-            (None, Some(u)) => Box::new(CelUInt::from(u)),
-            _ => Box::new(CelDouble::from(n.as_f64().unwrap_or(f64::NAN))),
+/// The JSON value `text` as CEL sees it: objects are maps (the last of a repeated key wins),
+/// arrays lists, integers `int` (or `uint` above `i64::MAX`), other numbers `double`; nesting
+/// beyond `depth` is an error.
+pub(crate) fn json_value(text: &str, depth: usize) -> Result<Box<dyn Val>, serde_json::Error> {
+    use crate::json::{Node, Number, nested, node};
+    Ok(match node(text)? {
+        Node::Null => Box::new(CelNull),
+        Node::Bool(b) => Box::new(CelBool::from(b)),
+        Node::Number(Number::U64(u)) => match i64::try_from(u) {
+            Ok(i) => Box::new(CelInt::from(i)),
+            Err(_) => Box::new(CelUInt::from(u)),
         },
-        J::String(s) => Box::new(CelString::from(s.clone())),
-        J::Array(items) => Box::new(CelList::from(items.iter().map(json_value).collect::<Vec<_>>())),
-        J::Object(map) => Box::new(CelMap::from(
-            map.iter()
-                .map(|(k, v)| (CelMapKey::from(k.clone()), json_value(v)))
-                .collect::<HashMap<_, _>>(),
-        )),
-    }
+        Node::Number(Number::I64(i)) => Box::new(CelInt::from(i)),
+        Node::Number(Number::F64(f)) => Box::new(CelDouble::from(f)),
+        Node::String(s) => Box::new(CelString::from(s)),
+        Node::Array(items) => {
+            let depth = nested(depth)?;
+            let items = items.iter().map(|item| json_value(item, depth));
+            Box::new(CelList::from(items.collect::<Result<Vec<_>, _>>()?))
+        }
+        Node::Object(members) => {
+            let depth = nested(depth)?;
+            let mut map = HashMap::with_capacity(members.len());
+            for (key, value) in members {
+                map.insert(CelMapKey::from(key.into_owned()), json_value(value, depth)?);
+            }
+            Box::new(CelMap::from(map))
+        }
+    })
 }

@@ -1,0 +1,277 @@
+//! JSON values read one level at a time, with numbers read exactly, and the canonical text of a
+//! value: what `serde_json` writes for the `serde_json::Value` it reads, compact with object keys
+//! in order.
+//!
+//! Opaque configuration parameters are kept as canonical text ([`crate::model::Parameters`]) and
+//! read by CEL extractors from it. Their numbers must be read as the nearest double, as Go's
+//! `encoding/json` reads them, or a stored claim writes back another number than it read.
+//! serde_json reads them exactly only with its `float_roundtrip` feature (about 30 KB of each
+//! guest); here they are read by Rust's own exact parser (`f64::from_str`, already in the guests),
+//! and serde_json's parser never sees a number whose value matters.
+
+use std::borrow::Cow;
+
+use serde::de::Error as _;
+
+use super::{boolean, elements, members, string};
+
+/// Nesting that [`canonical`] and the readers built on [`node`] accept, as serde_json's own
+/// limit for a document: deeper text is an error, not a deep recursion.
+pub const MAX_NESTING: usize = 128;
+
+/// A JSON number as serde_json's `Value` holds it.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Number {
+    /// An integer without sign, fraction or exponent within `u64`.
+    U64(u64),
+    /// A negative integer within `i64` (not `-0`).
+    I64(i64),
+    /// Anything else, as the nearest double (`-0` is `-0.0`).
+    F64(f64),
+}
+
+impl Number {
+    /// Writes the number as serde_json writes it (`1.0`, `1e20`, `-0.0`).
+    fn write(self, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+        match self {
+            Number::U64(n) => serde_json::to_writer(out, &n),
+            Number::I64(n) => serde_json::to_writer(out, &n),
+            Number::F64(n) => serde_json::to_writer(out, &n),
+        }
+    }
+}
+
+/// One JSON value, its members or elements kept as their text.
+#[derive(Debug, PartialEq)]
+pub enum Node<'a> {
+    /// `null`.
+    Null,
+    /// `true` or `false`.
+    Bool(bool),
+    /// A number, read exactly.
+    Number(Number),
+    /// A string, unescaped.
+    String(String),
+    /// An array's elements, in order.
+    Array(Vec<&'a str>),
+    /// An object's members, in order (a key written twice appears twice).
+    Object(Vec<(Cow<'a, str>, &'a str)>),
+}
+
+/// The JSON value `text`, one level deep.
+pub fn node(text: &str) -> Result<Node<'_>, serde_json::Error> {
+    let start = text.trim_start_matches([' ', '\t', '\n', '\r']);
+    Ok(match start.as_bytes().first() {
+        Some(b'{') => Node::Object(members(text)?),
+        Some(b'[') => Node::Array(elements(text)?),
+        Some(b'"') => Node::String(string(text)?),
+        Some(b't' | b'f') => Node::Bool(boolean(text)?),
+        Some(b'n') => {
+            serde_json::from_str::<()>(text)?;
+            Node::Null
+        }
+        _ => Node::Number(number(text)?),
+    })
+}
+
+/// The JSON number `text`, classified as serde_json classifies it and read exactly. `text` is
+/// checked for the characters of a JSON number only (it comes from serde_json's raw values, which
+/// are checked numbers): `inf`, `NaN` and `+1` are errors.
+pub fn number(text: &str) -> Result<Number, serde_json::Error> {
+    let t = text.trim_matches([' ', '\t', '\n', '\r']);
+    let bytes = t.as_bytes();
+    let digits = bytes.first().is_some_and(|&b| b == b'-' || b.is_ascii_digit())
+        && bytes.iter().all(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'));
+    if !digits {
+        return Err(serde_json::Error::custom(format!("invalid number {t:?}")));
+    }
+    let integer = !bytes.iter().any(|b| matches!(b, b'.' | b'e' | b'E'));
+    let n = if integer && bytes[0] != b'-' {
+        t.parse().map(Number::U64).ok()
+    } else if integer {
+        // serde_json reads `-0` as the double -0.0.
+        t.parse().ok().filter(|&n: &i64| n != 0).map(Number::I64)
+    } else {
+        None
+    };
+    if let Some(n) = n {
+        return Ok(n);
+    }
+    match t.parse::<f64>() {
+        Ok(f) if f.is_finite() => Ok(Number::F64(f)),
+        Ok(_) => Err(serde_json::Error::custom(format!("number out of range: {t}"))),
+        Err(e) => Err(serde_json::Error::custom(format!("invalid number {t:?}: {e}"))),
+    }
+}
+
+/// The canonical text of the JSON value `text`: what serde_json writes for the `Value` it reads
+/// from it (compact; object keys sorted, the last of a repeated key kept; numbers as
+/// [`number`] reads them, written as serde_json writes them), with numbers read exactly.
+/// Nesting beyond [`MAX_NESTING`] is an error.
+pub fn canonical(text: &str) -> Result<String, serde_json::Error> {
+    let mut out = Vec::with_capacity(text.len());
+    write_canonical(text, &mut out, MAX_NESTING)?;
+    String::from_utf8(out).map_err(serde_json::Error::custom)
+}
+
+fn write_canonical(text: &str, out: &mut Vec<u8>, depth: usize) -> Result<(), serde_json::Error> {
+    match node(text)? {
+        Node::Null => out.extend_from_slice(b"null"),
+        Node::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
+        Node::Number(n) => n.write(out)?,
+        Node::String(s) => serde_json::to_writer(&mut *out, &s)?,
+        Node::Array(items) => {
+            let depth = nested(depth)?;
+            out.push(b'[');
+            for (i, item) in items.iter().enumerate() {
+                if i > 0 {
+                    out.push(b',');
+                }
+                write_canonical(item, out, depth)?;
+            }
+            out.push(b']');
+        }
+        Node::Object(mut members) => {
+            let depth = nested(depth)?;
+            crate::map::sort_stable_by(&mut members, |a, b| a.0.cmp(&b.0));
+            out.push(b'{');
+            let mut first = true;
+            for (i, (key, value)) in members.iter().enumerate() {
+                if members.get(i + 1).is_some_and(|next| next.0 == *key) {
+                    // A later member with this key wins; this one must still be a valid value,
+                    // as serde_json reads it too.
+                    write_canonical(value, &mut Vec::new(), depth)?;
+                    continue;
+                }
+                if !first {
+                    out.push(b',');
+                }
+                first = false;
+                serde_json::to_writer(&mut *out, key.as_ref())?;
+                out.push(b':');
+                write_canonical(value, out, depth)?;
+            }
+            out.push(b'}');
+        }
+    }
+    Ok(())
+}
+
+/// The depth left inside one more array or object.
+pub fn nested(depth: usize) -> Result<usize, serde_json::Error> {
+    depth
+        .checked_sub(1)
+        .ok_or_else(|| serde_json::Error::custom("recursion limit exceeded"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::fixtures::{CLUSTERS, pointers};
+    use serde_json::Value;
+
+    /// What serde_json writes for the `Value` it reads. The tests build serde_json with
+    /// `float_roundtrip` (a dev-dependency feature), so this oracle reads numbers exactly too.
+    fn oracle(text: &str) -> Result<String, serde_json::Error> {
+        serde_json::from_str::<Value>(text).map(|v| v.to_string())
+    }
+
+    #[test]
+    fn numbers_are_classified_and_read_as_serde_json_reads_them_exactly() {
+        let cases = [
+            "0",
+            "-0",
+            "-0.0",
+            "7",
+            "-7",
+            "18446744073709551615",
+            "18446744073709551616",
+            "-9223372036854775808",
+            "-9223372036854775809",
+            "123456789012345678901234567890",
+            "9333333000000629387372",
+            "9.333333000000628e+21",
+            "2.2250738585072011e-308",
+            "0.30000000000000004",
+            "1.7976931348623157e308",
+            "4.9e-324",
+            "1e-400",
+            "9007199254740993",
+            "1.0",
+            "1E2",
+            "2.5e-3",
+            "1e20",
+            "100000000000000000000",
+        ];
+        for n in cases {
+            let want: Value = serde_json::from_str(n).unwrap();
+            let got = number(n).unwrap();
+            let same = match (got, &want) {
+                (Number::U64(a), Value::Number(b)) => b.as_u64() == Some(a),
+                (Number::I64(a), Value::Number(b)) => b.as_i64() == Some(a) && !b.is_u64(),
+                (Number::F64(a), Value::Number(b)) => {
+                    b.is_f64() && b.as_f64().map(f64::to_bits) == Some(a.to_bits())
+                }
+                _ => false,
+            };
+            assert!(same, "{n}: read {got:?}, serde_json {want:?}");
+            assert_eq!(canonical(n).unwrap(), oracle(n).unwrap(), "{n}");
+        }
+        for bad in ["1e400", "-1e400", "inf", "NaN", "+1", "", "1x"] {
+            assert!(number(bad).is_err(), "{bad:?} is not a JSON number in range");
+        }
+        assert!(canonical("1e400").is_err() && oracle("1e400").is_err());
+    }
+
+    #[test]
+    fn canonical_text_is_what_serde_json_writes_for_its_value() {
+        let cases = [
+            r#"{"b": 1, "a": [true, false, null, "x\u00e9\n\"", {"z": {}, "y": []}]}"#,
+            r#"{"k": 1, "k": 2, "j": {"k": "first", "k": "last"}}"#,
+            r#" [ 1 , -0 , 2.50 , 1e2 , "\ud83d\ude00" , "\u0001" ] "#,
+            r#""just a string""#,
+            "null",
+            "true",
+            r#"{"":0,"é":1,"e":2,"E":3}"#,
+        ];
+        for text in cases {
+            assert_eq!(canonical(text).unwrap(), oracle(text).unwrap(), "{text}");
+        }
+        // Every object, array and scalar of the recorded clusters.
+        let mut checked = 0;
+        for cluster in CLUSTERS {
+            let value: Value = serde_json::from_str(cluster).unwrap();
+            let mut at = Vec::new();
+            pointers(&value, String::new(), &mut at);
+            for p in &at {
+                let node = &value.pointer(p).unwrap();
+                for text in [node.to_string(), serde_json::to_string_pretty(node).unwrap()] {
+                    assert_eq!(canonical(&text).unwrap(), oracle(&text).unwrap(), "{p}");
+                    checked += 1;
+                }
+            }
+            assert_eq!(canonical(cluster).unwrap(), oracle(cluster).unwrap());
+        }
+        assert!(checked > 2_000, "{checked} nodes");
+    }
+
+    #[test]
+    fn invalid_values_are_errors_where_serde_json_fails_too() {
+        for text in [
+            r#"{"k": 1e400, "k": 1}"#,
+            r#"["\ud800"]"#,
+            r#"{"a": tru}"#,
+            "[1,]",
+            "",
+            "nul",
+        ] {
+            assert!(canonical(text).is_err(), "{text}");
+            assert!(oracle(text).is_err(), "{text}");
+        }
+        let deep = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(canonical(&deep(MAX_NESTING)).is_ok());
+        let err = canonical(&deep(MAX_NESTING + 1)).unwrap_err().to_string();
+        assert!(err.contains("recursion limit"), "{err}");
+        assert!(canonical(&deep(100_000)).is_err(), "no deep recursion");
+    }
+}
