@@ -302,7 +302,9 @@ impl Outcome {
 /// own types (such as `quantity`).
 fn result_fn<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Result<CowVal<'b, 'v>, ExecutionError> {
     let meter = meter_arg(RESULT_FN, &args)?;
-    let value = args.first().ok_or_else(|| ExecutionError::invalid_argument_count(2, 0))?;
+    let value = args
+        .first()
+        .ok_or_else(|| ExecutionError::invalid_argument_count(2, 0))?;
     let mut slot = meter
         .result
         .lock()

@@ -179,11 +179,15 @@ pub struct Extractor {
 impl Extractor {
     /// Evaluates the extractor; a non-string result is [`CelError::WrongType`].
     pub fn extract(&self, object: &CelObject) -> Result<String, CelError> {
-        self.program
-            .eval(&self.env, object.value.as_ref(), self.cost_limit, |result| match result {
+        self.program.eval(
+            &self.env,
+            object.value.as_ref(),
+            self.cost_limit,
+            |result| match result {
                 Outcome::String(s) => Ok(s),
                 other => Err(wrong_type("string", &other)),
-            })
+            },
+        )
     }
 }
 

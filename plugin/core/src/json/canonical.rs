@@ -81,7 +81,9 @@ pub fn number(text: &str) -> Result<Number, serde_json::Error> {
     let t = text.trim_matches([' ', '\t', '\n', '\r']);
     let bytes = t.as_bytes();
     let digits = bytes.first().is_some_and(|&b| b == b'-' || b.is_ascii_digit())
-        && bytes.iter().all(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'));
+        && bytes
+            .iter()
+            .all(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'));
     if !digits {
         return Err(serde_json::Error::custom(format!("invalid number {t:?}")));
     }
