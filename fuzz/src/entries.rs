@@ -149,11 +149,12 @@ pub fn cel(data: &[u8]) {
         let Ok(extractor) = cache.extractor(expr) else {
             return;
         };
-        let value = serde_json::from_str::<Value>(json).unwrap_or_else(|_| {
-            serde_json::json!({"apiVersion": "networking.example.com/v1", "kind": "NICConfig",
-                               "subnetID": "subnet-a", "ibPKey": "0x8001", "mtu": 9000})
-        });
-        let _ = extractor.extract(&CelObject::new(&value));
+        const NIC_CONFIG: &str = r#"{"apiVersion": "networking.example.com/v1", "kind": "NICConfig",
+            "subnetID": "subnet-a", "ibPKey": "0x8001", "mtu": 9000}"#;
+        let object = CelObject::from_json(json)
+            .or_else(|_| CelObject::from_json(NIC_CONFIG))
+            .expect("the fallback object is JSON");
+        let _ = extractor.extract(&object);
     }
 }
 
