@@ -16,14 +16,12 @@
 //! that pod's cycle or reservation; a hook for a pod the instance has no cycle or reservation for
 //! answers `Error` naming the pod.
 
-use std::collections::BTreeMap;
-
 use prost::Message;
 use sharing_affinity_core::json;
 use sharing_affinity_core::model::AllocationResult;
 use sharing_affinity_core::object::{Kind, json_string, object_key};
 use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
-use sharing_affinity_core::{Code, Status};
+use sharing_affinity_core::{Code, FxHashMap, Status};
 
 use super::imports;
 use super::mem::ReadBuf;
@@ -49,9 +47,9 @@ pub trait Backend: Sized {
     fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status>;
     /// Bind (PreBind) the reservation of `pod` on `node`.
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
-    /// `status.allocation` of a claim as the informer state has it: `None` when the claim is
-    /// unknown, `Some(None)` when it is not allocated.
-    fn stored_allocation(&self, claim: &str) -> Option<Option<AllocationResult>>;
+    /// Whether the informer state has `claim` with another `status.allocation` than `allocation`
+    /// (or none); false when the claim is unknown.
+    fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool;
     /// Warnings for the plugin log since the last call.
     fn take_warnings(&mut self) -> Vec<String> {
         Vec::new()
@@ -86,8 +84,8 @@ impl Backend for Plugin {
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::bind(self, pod, node)
     }
-    fn stored_allocation(&self, claim: &str) -> Option<Option<AllocationResult>> {
-        Plugin::claim(self, claim).map(|c| c.status.allocation.clone())
+    fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool {
+        Plugin::claim(self, claim).is_some_and(|c| c.status.allocation.as_ref() != Some(allocation))
     }
     fn take_warnings(&mut self) -> Vec<String> {
         Plugin::take_warnings(self)
@@ -210,7 +208,7 @@ pub struct GuestState<B: Backend> {
     /// The pod of the last successful PreFilter on this instance.
     cycle: Option<PodId>,
     /// In-flight reservations by pod UID.
-    reservations: BTreeMap<String, Reservation>,
+    reservations: FxHashMap<String, Reservation>,
 }
 
 impl<B: Backend> GuestState<B> {
@@ -230,7 +228,7 @@ impl<B: Backend> GuestState<B> {
             cursor: String::new(),
             buf,
             cycle: None,
-            reservations: BTreeMap::new(),
+            reservations: FxHashMap::default(),
         })
     }
 
@@ -245,7 +243,7 @@ impl<B: Backend> GuestState<B> {
     }
 
     /// The in-flight reservations, by pod UID.
-    pub fn reservations(&self) -> &BTreeMap<String, Reservation> {
+    pub fn reservations(&self) -> &FxHashMap<String, Reservation> {
         &self.reservations
     }
 
@@ -302,11 +300,9 @@ impl<B: Backend> GuestState<B> {
             .reservations
             .iter()
             .filter(|(_, r)| {
-                r.allocations.iter().any(|a| {
-                    self.backend
-                        .stored_allocation(&a.claim)
-                        .is_some_and(|stored| stored.as_ref() != Some(&a.allocation))
-                })
+                r.allocations
+                    .iter()
+                    .any(|a| self.backend.stored_differs(&a.claim, &a.allocation))
             })
             .map(|(uid, _)| uid.clone())
             .collect();
@@ -483,15 +479,16 @@ impl<B: Backend> GuestState<B> {
         };
         match self.backend.reserve(&node) {
             Ok(allocations) => {
+                let reply = self.write_back(&allocations, true);
                 self.reservations.insert(
-                    pod.uid.clone(),
+                    pod.uid,
                     Reservation {
-                        pod: pod.key.clone(),
+                        pod: pod.key,
                         node,
-                        allocations: allocations.clone(),
+                        allocations,
                     },
                 );
-                self.write_back(&allocations, true)
+                reply
             }
             Err(status) => status.into(),
         }

@@ -22,7 +22,7 @@ struct Fake {
 
 thread_local! {
     static GENERATION: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
-    /// What the fake core's `stored_allocation` answers, by claim.
+    /// Each claim's allocation as the fake core's informer state holds it (`stored_differs`).
     static STORED: RefCell<BTreeMap<String, Option<AllocationResult>>> = const { RefCell::new(BTreeMap::new()) };
 }
 
@@ -97,8 +97,12 @@ impl Backend for Fake {
             allocation: allocation("x"),
         }])
     }
-    fn stored_allocation(&self, claim: &str) -> Option<Option<AllocationResult>> {
-        STORED.with(|s| s.borrow().get(claim).cloned())
+    fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool {
+        STORED.with(|s| {
+            s.borrow()
+                .get(claim)
+                .is_some_and(|stored| stored.as_ref() != Some(allocation))
+        })
     }
 }
 
