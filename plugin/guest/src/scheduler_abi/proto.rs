@@ -16,7 +16,6 @@
 //! (capacity, allocatable, images); other fields outside the model are not written, and a guest
 //! decoding these bytes sees them as unset, exactly as proto2 readers skip unknown fields.
 
-use std::collections::BTreeMap;
 use std::fmt;
 
 use sharing_affinity_core::model;
@@ -82,15 +81,40 @@ pub struct ObjectMeta {
     /// `metadata.deletionTimestamp`.
     #[prost(message, optional, tag = "9")]
     pub deletion_timestamp: Option<Time>,
-    /// `metadata.labels`.
-    #[prost(btree_map = "string, string", tag = "11")]
-    pub labels: BTreeMap<String, String>,
+    /// `metadata.labels` (a `map<string, string>`, read as its entries: [`StringEntry`]).
+    #[prost(message, repeated, tag = "11")]
+    pub labels: Vec<StringEntry>,
     /// `metadata.annotations`.
-    #[prost(btree_map = "string, string", tag = "12")]
-    pub annotations: BTreeMap<String, String>,
+    #[prost(message, repeated, tag = "12")]
+    pub annotations: Vec<StringEntry>,
     /// `metadata.ownerReferences`.
     #[prost(message, repeated, tag = "13")]
     pub owner_references: Vec<OwnerReference>,
+}
+
+/// An entry of a `map<string, string>`. Protobuf writes a map as a repeated message of
+/// (`key` = 1, `value` = 2) entries, so the maps are read as their entries and made maps in the
+/// model, where a repeated key keeps its last value as in a protobuf map: prost's map decoding,
+/// instantiated per map type, cost the KSWE guest 8 KB.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct StringEntry {
+    /// The key.
+    #[prost(string, optional, tag = "1")]
+    pub key: Option<String>,
+    /// The value.
+    #[prost(string, optional, tag = "2")]
+    pub value: Option<String>,
+}
+
+/// An entry of a `map<string, Quantity>` ([`StringEntry`]).
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct QuantityEntry {
+    /// The resource name.
+    #[prost(string, optional, tag = "1")]
+    pub key: Option<String>,
+    /// The quantity.
+    #[prost(message, optional, tag = "2")]
+    pub value: Option<Quantity>,
 }
 
 /// `meta.v1.ListMeta` (subset; the host writes it empty, as upstream does for `nodeList`).
@@ -126,12 +150,12 @@ pub struct Quantity {
 /// `core.v1.ResourceRequirements` (limits and requests; claims not modelled).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct ResourceRequirements {
-    /// `limits`.
-    #[prost(btree_map = "string, message", tag = "1")]
-    pub limits: BTreeMap<String, Quantity>,
+    /// `limits` (a map, read as its entries: [`QuantityEntry`]).
+    #[prost(message, repeated, tag = "1")]
+    pub limits: Vec<QuantityEntry>,
     /// `requests`.
-    #[prost(btree_map = "string, message", tag = "2")]
-    pub requests: BTreeMap<String, Quantity>,
+    #[prost(message, repeated, tag = "2")]
+    pub requests: Vec<QuantityEntry>,
 }
 
 /// `core.v1.Container` (subset).
@@ -250,12 +274,12 @@ pub struct ContainerImage {
 /// `core.v1.NodeStatus` (subset: capacity, allocatable, images).
 #[derive(Clone, PartialEq, prost::Message)]
 pub struct NodeStatus {
-    /// `status.capacity`.
-    #[prost(btree_map = "string, message", tag = "1")]
-    pub capacity: BTreeMap<String, Quantity>,
+    /// `status.capacity` (a map, read as its entries: [`QuantityEntry`]).
+    #[prost(message, repeated, tag = "1")]
+    pub capacity: Vec<QuantityEntry>,
     /// `status.allocatable`.
-    #[prost(btree_map = "string, message", tag = "2")]
-    pub allocatable: BTreeMap<String, Quantity>,
+    #[prost(message, repeated, tag = "2")]
+    pub allocatable: Vec<QuantityEntry>,
     /// `status.images`.
     #[prost(message, repeated, tag = "8")]
     pub images: Vec<ContainerImage>,
@@ -362,21 +386,24 @@ fn meta_to_proto(meta: &model::ObjectMeta, label: &str) -> Result<ObjectMeta, Co
     })
 }
 
-fn string_map_to_proto(map: &model::Map<String, String>) -> BTreeMap<String, String> {
-    map.iter().map(|(k, v)| (k.clone(), v.clone())).collect()
+fn string_map_to_proto(map: &model::Map<String, String>) -> Vec<StringEntry> {
+    map.iter()
+        .map(|(k, v)| StringEntry {
+            key: Some(k.clone()),
+            value: Some(v.clone()),
+        })
+        .collect()
 }
 
 fn quantities_to_proto(
     map: &model::Map<String, sharing_affinity_core::quantity::Quantity>,
-) -> BTreeMap<String, Quantity> {
+) -> Vec<QuantityEntry> {
     map.iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                Quantity {
-                    string: Some(v.to_string()),
-                },
-            )
+        .map(|(k, v)| QuantityEntry {
+            key: Some(k.clone()),
+            value: Some(Quantity {
+                string: Some(v.to_string()),
+            }),
         })
         .collect()
 }
@@ -385,10 +412,20 @@ fn quantities_to_proto(
 /// entry that does not parse is left out (the guest reads only identity fields of `currentPod`
 /// and `node`, never their resources, so nothing decides on it).
 fn quantities_from_proto(
-    map: BTreeMap<String, Quantity>,
+    entries: Vec<QuantityEntry>,
 ) -> model::Map<String, sharing_affinity_core::quantity::Quantity> {
-    map.into_iter()
-        .filter_map(|(k, v)| Some((k, v.string?.parse().ok()?)))
+    entries
+        .into_iter()
+        .filter_map(|e| Some((e.key.unwrap_or_default(), e.value?.string?.parse().ok()?)))
+        .collect()
+}
+
+/// A `map<string, string>` from its entries: an absent key or value is the empty string, as in
+/// protobuf; a repeated key keeps its last value.
+fn string_map_from_proto(entries: Vec<StringEntry>) -> model::Map<String, String> {
+    entries
+        .into_iter()
+        .map(|e| (e.key.unwrap_or_default(), e.value.unwrap_or_default()))
         .collect()
 }
 
@@ -514,8 +551,8 @@ fn meta_from_proto(meta: ObjectMeta) -> model::ObjectMeta {
         name: meta.name.unwrap_or_default().into(),
         namespace: meta.namespace.unwrap_or_default().into(),
         uid: meta.uid.unwrap_or_default(),
-        labels: meta.labels.into_iter().collect(),
-        annotations: std::sync::Arc::new(meta.annotations.into_iter().collect()),
+        labels: string_map_from_proto(meta.labels),
+        annotations: std::sync::Arc::new(string_map_from_proto(meta.annotations)),
         // Go's zero time (an empty message) marshals to JSON null: leave the field unset.
         creation_timestamp: meta
             .creation_timestamp
@@ -712,6 +749,55 @@ pub fn format_rfc3339(seconds: i64) -> String {
 mod tests {
     use super::*;
     use prost::Message;
+    use std::collections::BTreeMap;
+
+    /// Maps read as their entries read what protobuf's map encoding writes, and a repeated key
+    /// (which a map writer never sends, but the wire allows) keeps its last value, as in a
+    /// protobuf map.
+    #[test]
+    fn map_entries_read_as_protobuf_maps() {
+        #[derive(Clone, PartialEq, prost::Message)]
+        struct MapShaped {
+            #[prost(btree_map = "string, string", tag = "11")]
+            labels: BTreeMap<String, String>,
+            #[prost(btree_map = "string, string", tag = "12")]
+            annotations: BTreeMap<String, String>,
+        }
+        let written = MapShaped {
+            labels: BTreeMap::from([("b".into(), "2".into()), ("a".into(), String::new())]),
+            annotations: BTreeMap::from([(String::new(), "v".into())]),
+        };
+        let meta = meta_from_proto(ObjectMeta::decode(&*written.encode_to_vec()).unwrap());
+        assert_eq!(
+            meta.labels.iter().collect::<Vec<_>>(),
+            [(&"a".into(), &"".into()), (&"b".into(), &"2".into())]
+        );
+        assert_eq!(meta.annotations.get(""), Some(&"v".to_string()));
+
+        let entry = |k: &str, v: Option<&str>| StringEntry {
+            key: Some(k.into()),
+            value: v.map(Into::into),
+        };
+        let repeated = ObjectMeta {
+            labels: vec![
+                entry("k", Some("first")),
+                entry("j", None),
+                entry("k", Some("last")),
+            ],
+            ..Default::default()
+        };
+        let meta = meta_from_proto(ObjectMeta::decode(&*repeated.encode_to_vec()).unwrap());
+        assert_eq!(meta.labels.get("k"), Some(&"last".to_string()));
+        assert_eq!(meta.labels.get("j"), Some(&String::new()));
+        assert_eq!(meta.labels.len(), 2);
+        // And what the model writes is a map's encoding.
+        let written = meta_to_proto(&meta, "the pod").unwrap().encode_to_vec();
+        let back = MapShaped::decode(&*written).unwrap();
+        assert_eq!(
+            back.labels,
+            BTreeMap::from([("j".into(), String::new()), ("k".into(), "last".into())])
+        );
+    }
 
     #[test]
     fn rfc3339_round_trips_and_rejects_garbage() {
@@ -787,13 +873,13 @@ mod tests {
             name: None,
             image: Some("i".into()),
             resources: Some(ResourceRequirements {
-                limits: BTreeMap::new(),
-                requests: BTreeMap::from([(
-                    "c".into(),
-                    Quantity {
+                limits: Vec::new(),
+                requests: vec![QuantityEntry {
+                    key: Some("c".into()),
+                    value: Some(Quantity {
                         string: Some("1".into()),
-                    },
-                )]),
+                    }),
+                }],
             }),
             restart_policy: None,
         };
@@ -830,8 +916,8 @@ mod tests {
             "PodSpec.containers = 2, initContainers = 20"
         );
         let status = NodeStatus {
-            capacity: BTreeMap::new(),
-            allocatable: BTreeMap::new(),
+            capacity: Vec::new(),
+            allocatable: Vec::new(),
             images: vec![ContainerImage {
                 names: vec!["n".into()],
                 size_bytes: Some(5),
