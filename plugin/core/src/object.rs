@@ -659,6 +659,32 @@ mod tests {
         }
     }
 
+    /// An object that takes the `Value` path (here for a repeated key) keeps its configuration's
+    /// numbers as the nearest double: it is decoded from the canonical text of what was read, not
+    /// from serde_json's `Value` of it, which misses this one by a unit in the last place when
+    /// serde_json is built without `float_roundtrip`, as in the guests and in `cargo test -p
+    /// sharing-affinity-core`.
+    #[test]
+    fn the_value_path_reads_configuration_numbers_exactly() {
+        let n = "9333333000000629387372";
+        let json = format!(
+            r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","kind":"ResourceClaim",
+                "metadata":{{"name":"c","namespace":"ns"}},
+                "spec":{{"devices":{{"config":[{{"opaque":{{"driver":"d","parameters":{{"n":{n}}}}}}}]}}}}}}"#
+        );
+        assert!(
+            decode_fast(&json).is_none(),
+            "a repeated key takes the Value path"
+        );
+        let Ok(Some(Object::ResourceClaim(claim))) = decode_str(&json, 0) else {
+            panic!("the claim decodes");
+        };
+        let opaque = claim.spec.devices.config[0].opaque.as_ref().unwrap();
+        let nearest: f64 = n.parse().unwrap();
+        let want = format!(r#"{{"n":{}}}"#, serde_json::to_string(&nearest).unwrap());
+        assert_eq!(opaque.parameters.get(), want);
+    }
+
     /// `decode_str` gives what decoding the parsed `Value` gives, objects and errors alike.
     #[test]
     fn decode_str_matches_the_value_path() {

@@ -902,11 +902,6 @@ fn extractors_read_the_object() {
         ),
         ("object.twice", Ok("last"), "the last of a repeated key"),
         (
-            r#"object.ratio == 0.5 ? "ok" : "no""#,
-            Ok("ok"),
-            "double and null",
-        ),
-        (
             r#"cel.bind(n, object.spec.network, n.subnet + "/" + string(n.vlan))"#,
             Ok("10.0.0.0/24/7"),
             "cel.bind",
