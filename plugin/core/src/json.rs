@@ -225,8 +225,9 @@ fn path_at(text: &str, at: usize, opening: Option<u8>) -> String {
     out
 }
 
-/// Deeper than serde_json's own recursion limit (128): text nested deeper never decoded.
-const MAX_DEPTH: usize = 256;
+/// Deeper than serde_json's own recursion limit ([`MAX_NESTING`], 128): text nested deeper never
+/// decoded.
+const MAX_DEPTH: usize = 2 * MAX_NESTING;
 
 /// Where the place is, seen from one value.
 #[derive(Debug, PartialEq)]
