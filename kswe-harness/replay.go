@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -159,7 +160,16 @@ type replayer struct {
 }
 
 // runReplay loads the cluster into a fresh store, starts the plugin and schedules every pending pod.
+// errNotImplemented marks a cluster that needs a part of the host module this Go module does not
+// implement yet.
+var errNotImplemented = errors.New("not implemented by this Go module")
+
 func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
+	if c.extendedResources != "" {
+		return nil, fmt.Errorf("%w: %s, an extended resource backed by a DeviceClass (KEP-5004), and the special "+
+			"claim is not created here (docs/kswe-dra-extension.md §2.2; the Rust KSWE host creates it)",
+			errNotImplemented, c.extendedResources)
+	}
 	s := newStore()
 	for _, object := range c.objects {
 		s.Add(object)

@@ -33,7 +33,7 @@ const (
 // The kinds the feed carries.
 var feedKinds = map[string]bool{
 	"Node": true, "Pod": true, "DeviceClass": true, "ResourceSlice": true,
-	"ResourceClaim": true, "ResourceClaimTemplate": true,
+	"ResourceClaim": true, "ResourceClaimTemplate": true, "DeviceTaintRule": true,
 }
 
 // nextEpoch distinguishes stores within one process, so a cursor from another store resyncs.
@@ -423,7 +423,9 @@ func (s *store) generatedClaim(claim string, pod *corev1.Pod) (string, map[strin
 	return "", nil, false
 }
 
-// SetPending records an in-flight allocation of a claim for a pod (Reserve).
+// SetPending records an in-flight allocation of a claim for a pod (Reserve). A claim the pod
+// generates from a template is created now, so that other scheduling cycles see its devices as
+// taken while the pod binds (the resourceclaim controller creates it before the pod is scheduled).
 func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	if _, ok := decodeAllocation(allocation); !ok {
 		return draInvalid
@@ -431,16 +433,42 @@ func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := objectID{"ResourceClaim", claim}
-	if current, exists := s.claimAllocation(id); exists {
-		if current != nil && !sameAllocation(current, allocation) {
-			return draConflict
-		}
-	} else if _, _, ok := s.generatedClaim(claim, pod); !ok {
+	if _, exists := s.entries[id]; !exists && !s.createGenerated(claim, pod) {
 		return draNotFound
+	}
+	if current, _ := s.claimAllocation(id); current != nil && !sameAllocation(current, allocation) {
+		return draConflict
 	}
 	s.pending[claim] = pending{podUID: string(pod.UID), allocation: append(json.RawMessage(nil), allocation...)}
 	s.touch(id)
 	return draOK
+}
+
+// createGenerated creates the claim `claim` when the pod generates it from a template and it does
+// not exist yet, and names it in the stored pod's status.resourceClaimStatuses, what the
+// resourceclaim controller does. The caller holds the lock.
+func (s *store) createGenerated(claim string, pod *corev1.Pod) bool {
+	// The stored pod (its status may already name generated claims), else the callback's.
+	source, stored := pod, false
+	if e, ok := s.entries[objectID{"Pod", objectKey(pod.Namespace, pod.Name)}]; ok {
+		if p, err := toPod(e.object); err == nil {
+			source, stored = p, true
+		}
+	}
+	entryName, generated, ok := s.generatedClaim(claim, source)
+	if !ok {
+		return false
+	}
+	s.put(generated)
+	if stored {
+		name := str(generated, "metadata", "name")
+		source.Status.ResourceClaimStatuses = append(source.Status.ResourceClaimStatuses,
+			corev1.PodResourceClaimStatus{Name: entryName, ResourceClaimName: &name})
+		if fields, err := corev1Fields(source, "Pod"); err == nil {
+			s.put(fields)
+		}
+	}
+	return true
 }
 
 // ClearPending drops a pod's pending allocations (Unreserve).
@@ -469,27 +497,8 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := objectID{"ResourceClaim", claim}
-	if _, exists := s.entries[id]; !exists {
-		// The stored pod (its status may already name generated claims), else the callback's.
-		source, stored := pod, false
-		if e, ok := s.entries[objectID{"Pod", objectKey(pod.Namespace, pod.Name)}]; ok {
-			if p, err := toPod(e.object); err == nil {
-				source, stored = p, true
-			}
-		}
-		entryName, generated, ok := s.generatedClaim(claim, source)
-		if !ok {
-			return draNotFound
-		}
-		s.put(generated)
-		if stored {
-			name := str(generated, "metadata", "name")
-			source.Status.ResourceClaimStatuses = append(source.Status.ResourceClaimStatuses,
-				corev1.PodResourceClaimStatus{Name: entryName, ResourceClaimName: &name})
-			if fields, err := corev1Fields(source, "Pod"); err == nil {
-				s.put(fields)
-			}
-		}
+	if _, exists := s.entries[id]; !exists && !s.createGenerated(claim, pod) {
+		return draNotFound
 	}
 	current, _ := s.claimAllocation(id)
 	if current != nil && !sameAllocation(current, allocation) {

@@ -3,6 +3,8 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -168,7 +170,11 @@ func TestWriteAllocationReservesOnceAndDetectsConflicts(t *testing.T) {
 	}
 }
 
-func TestTemplateClaimsAreCreatedOnWriteAndNamedInThePodStatus(t *testing.T) {
+// A claim the pod generates from a template is created at Reserve, so that the next pod's
+// scheduling cycle sees its devices as taken while this pod binds (with async binding that cycle
+// runs before this pod's PreBind), and it stays after Unreserve, as the resourceclaim
+// controller's claim does.
+func TestTemplateClaimsAreCreatedAtReserveAndNamedInThePodStatus(t *testing.T) {
 	s := newStore()
 	s.Add(map[string]any{
 		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
@@ -188,8 +194,25 @@ func TestTemplateClaimsAreCreatedOnWriteAndNamedInThePodStatus(t *testing.T) {
 	if got := s.SetPending("ns/other", pod, alloc); got != draNotFound {
 		t.Errorf("not a claim of the pod: %d", got)
 	}
+	cursor := feed(t, s, "").Cursor
+	pendingAlloc := []byte(`{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x"}]}}`)
+	if got := s.SetPending("ns/p-gpu", pod, pendingAlloc); got != draOK {
+		t.Fatalf("pending on a claim the pod generates: %d", got)
+	}
+	d := feed(t, s, cursor)
+	if !reflect.DeepEqual(events(d), []string{"MODIFIED p", "ADDED p-gpu"}) {
+		t.Fatalf("Reserve creates the claim and names it in the pod: %v", events(d))
+	}
+	if !strings.Contains(string(s.Changes(cursor)), `"device":"x"`) {
+		t.Errorf("the new claim shows the pending allocation: %s", s.Changes(cursor))
+	}
+	s.ClearPending("u1")
+	d2 := feed(t, s, d.Cursor)
+	if !reflect.DeepEqual(events(d2), []string{"MODIFIED p-gpu"}) || strings.Contains(string(s.Changes(d.Cursor)), "allocation") {
+		t.Errorf("Unreserve keeps the claim, unallocated: %s", s.Changes(d.Cursor))
+	}
 	if got := s.SetPending("ns/p-gpu", pod, alloc); got != draOK {
-		t.Errorf("pending on a claim the pod generates: %d", got)
+		t.Errorf("pending on the generated claim again: %d", got)
 	}
 	if got := s.WriteAllocation("ns/p-gpu", pod, alloc); got != draOK {
 		t.Fatalf("write: %d", got)
@@ -207,7 +230,7 @@ func TestTemplateClaimsAreCreatedOnWriteAndNamedInThePodStatus(t *testing.T) {
 		t.Fatal(err)
 	}
 	if st := stored.Status.ResourceClaimStatuses; len(st) != 1 || *st[0].ResourceClaimName != "p-gpu" {
-		t.Errorf("pod status names the claim: %v", st)
+		t.Errorf("pod status names the claim once: %v", st)
 	}
 	if len(s.pending) != 0 {
 		t.Errorf("the write replaces the pending allocation: %v", s.pending)
@@ -297,4 +320,24 @@ func fakeGuest(t *testing.T, ctx context.Context) api.Module {
 		t.Fatal(err)
 	}
 	return m
+}
+
+// DeviceTaintRules are part of the feed, as the Rust host's store feeds them.
+func TestDeviceTaintRulesAreFed(t *testing.T) {
+	if !feedKinds["DeviceTaintRule"] {
+		t.Fatal("DeviceTaintRule is not a fed kind")
+	}
+	dir := t.TempDir()
+	list := `{"kind":"List","items":[{"apiVersion":"resource.k8s.io/v1alpha3","kind":"DeviceTaintRule",` +
+		`"metadata":{"name":"r"},"spec":{"taint":{"key":"k","effect":"NoSchedule"}}}]}`
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadCluster(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(c.objects) != 1 || idOf(c.objects[0]).kind != "DeviceTaintRule" {
+		t.Errorf("the rule is loaded: %v", c.objects)
+	}
 }
