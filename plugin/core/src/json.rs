@@ -16,7 +16,7 @@ use serde_json::value::RawValue;
 mod canonical;
 mod maps;
 
-pub use canonical::{MAX_NESTING, Node, Number, canonical, nested, node, number};
+pub use canonical::{Json, MAX_NESTING, Number, canonical, number, parse};
 pub use maps::MapsOnly;
 
 /// Recorded objects for the decoding tests, and the nodes of a JSON value.

@@ -132,7 +132,7 @@ pub struct CelObject {
 impl CelObject {
     /// Prepares the JSON value `text` (numbers read exactly: [`crate::json::number`]).
     pub fn from_json(text: &str) -> Result<Self, String> {
-        values::json_value(text, crate::json::MAX_NESTING)
+        values::json_value(text)
             .map(|value| CelObject { value })
             .map_err(|e| e.to_string())
     }

@@ -371,31 +371,32 @@ pub(crate) fn device_value<'a>(
 
 /// The JSON value `text` as CEL sees it: objects are maps (the last of a repeated key wins),
 /// arrays lists, integers `int` (or `uint` above `i64::MAX`), other numbers `double`; nesting
-/// beyond `depth` is an error.
-pub(crate) fn json_value(text: &str, depth: usize) -> Result<Box<dyn Val>, serde_json::Error> {
-    use crate::json::{Node, Number, nested, node};
-    Ok(match node(text)? {
-        Node::Null => Box::new(CelNull),
-        Node::Bool(b) => Box::new(CelBool::from(b)),
-        Node::Number(Number::U64(u)) => match i64::try_from(u) {
+/// beyond [`crate::json::MAX_NESTING`] is an error.
+pub(crate) fn json_value(text: &str) -> Result<Box<dyn Val>, serde_json::Error> {
+    Ok(cel_value(crate::json::parse(text)?))
+}
+
+fn cel_value(value: crate::json::Json<'_>) -> Box<dyn Val> {
+    use crate::json::{Json, Number};
+    match value {
+        Json::Null => Box::new(CelNull),
+        Json::Bool(b) => Box::new(CelBool::from(b)),
+        Json::Number(Number::U64(u)) => match i64::try_from(u) {
             Ok(i) => Box::new(CelInt::from(i)),
             Err(_) => Box::new(CelUInt::from(u)),
         },
-        Node::Number(Number::I64(i)) => Box::new(CelInt::from(i)),
-        Node::Number(Number::F64(f)) => Box::new(CelDouble::from(f)),
-        Node::String(s) => Box::new(CelString::from(s)),
-        Node::Array(items) => {
-            let depth = nested(depth)?;
-            let items = items.iter().map(|item| json_value(item, depth));
-            Box::new(CelList::from(items.collect::<Result<Vec<_>, _>>()?))
-        }
-        Node::Object(members) => {
-            let depth = nested(depth)?;
+        Json::Number(Number::I64(i)) => Box::new(CelInt::from(i)),
+        Json::Number(Number::F64(f)) => Box::new(CelDouble::from(f)),
+        Json::String(s) => Box::new(CelString::from(s.into_owned())),
+        Json::Array(items) => Box::new(CelList::from(
+            items.into_iter().map(cel_value).collect::<Vec<_>>(),
+        )),
+        Json::Object(members) => {
             let mut map = HashMap::with_capacity(members.len());
             for (key, value) in members {
-                map.insert(CelMapKey::from(key.into_owned()), json_value(value, depth)?);
+                map.insert(CelMapKey::from(key.into_owned()), cel_value(value));
             }
             Box::new(CelMap::from(map))
         }
-    })
+    }
 }

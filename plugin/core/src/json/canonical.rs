@@ -13,8 +13,6 @@ use std::borrow::Cow;
 
 use serde::de::Error as _;
 
-use super::{boolean, elements, members, string};
-
 /// Nesting that [`canonical`] and the readers built on [`node`] accept, as serde_json's own
 /// limit for a document: deeper text is an error, not a deep recursion.
 pub const MAX_NESTING: usize = 128;
@@ -41,9 +39,10 @@ impl Number {
     }
 }
 
-/// One JSON value, its members or elements kept as their text.
+/// A JSON value, its numbers read exactly ([`number`]) and its strings borrowed from the text
+/// unless they have escapes.
 #[derive(Debug, PartialEq)]
-pub enum Node<'a> {
+pub enum Json<'a> {
     /// `null`.
     Null,
     /// `true` or `false`.
@@ -51,27 +50,134 @@ pub enum Node<'a> {
     /// A number, read exactly.
     Number(Number),
     /// A string, unescaped.
-    String(String),
+    String(Cow<'a, str>),
     /// An array's elements, in order.
-    Array(Vec<&'a str>),
+    Array(Vec<Json<'a>>),
     /// An object's members, in order (a key written twice appears twice).
-    Object(Vec<(Cow<'a, str>, &'a str)>),
+    Object(Vec<(Cow<'a, str>, Json<'a>)>),
 }
 
-/// The JSON value `text`, one level deep.
-pub fn node(text: &str) -> Result<Node<'_>, serde_json::Error> {
-    let start = text.trim_start_matches([' ', '\t', '\n', '\r']);
-    Ok(match start.as_bytes().first() {
-        Some(b'{') => Node::Object(members(text)?),
-        Some(b'[') => Node::Array(elements(text)?),
-        Some(b'"') => Node::String(string(text)?),
-        Some(b't' | b'f') => Node::Bool(boolean(text)?),
-        Some(b'n') => {
-            serde_json::from_str::<()>(text)?;
-            Node::Null
+/// The JSON value `text` (the whole text, whitespace around it allowed), read in one pass over
+/// the text: serde_json checks it first, building nothing, then a walk over text known to be JSON
+/// builds the value. Nesting beyond [`MAX_NESTING`] is an error.
+pub fn parse(text: &str) -> Result<Json<'_>, serde_json::Error> {
+    serde_json::from_str::<serde::de::IgnoredAny>(text)?;
+    Walk { text, at: 0 }.value(MAX_NESTING)
+}
+
+/// A walk over text that serde_json has checked: it only finds where each token ends. A text that
+/// is not JSON gets an error, never a panic, but not necessarily serde_json's error.
+struct Walk<'a> {
+    text: &'a str,
+    at: usize,
+}
+
+impl<'a> Walk<'a> {
+    /// The next byte after whitespace (0 at the end).
+    fn peek(&mut self) -> u8 {
+        let bytes = self.text.as_bytes();
+        while bytes
+            .get(self.at)
+            .is_some_and(|b| matches!(b, b' ' | b'\t' | b'\n' | b'\r'))
+        {
+            self.at += 1;
         }
-        _ => Node::Number(number(text)?),
-    })
+        bytes.get(self.at).copied().unwrap_or(0)
+    }
+
+    fn value(&mut self, depth: usize) -> Result<Json<'a>, serde_json::Error> {
+        Ok(match self.peek() {
+            b'{' => {
+                let depth = nested(depth)?;
+                self.at += 1;
+                let mut members = Vec::new();
+                loop {
+                    match self.peek() {
+                        b'}' => break,
+                        b',' => self.at += 1,
+                        0 => return Err(unexpected_end()),
+                        _ => {
+                            let key = self.string()?;
+                            self.peek();
+                            self.at += 1; // the `:`
+                            members.push((key, self.value(depth)?));
+                        }
+                    }
+                }
+                self.at += 1;
+                Json::Object(members)
+            }
+            b'[' => {
+                let depth = nested(depth)?;
+                self.at += 1;
+                let mut items = Vec::new();
+                loop {
+                    match self.peek() {
+                        b']' => break,
+                        b',' => self.at += 1,
+                        0 => return Err(unexpected_end()),
+                        _ => items.push(self.value(depth)?),
+                    }
+                }
+                self.at += 1;
+                Json::Array(items)
+            }
+            b'"' => Json::String(self.string()?),
+            b't' => self.literal("true", Json::Bool(true)),
+            b'f' => self.literal("false", Json::Bool(false)),
+            b'n' => self.literal("null", Json::Null),
+            _ => {
+                let start = self.at;
+                let bytes = self.text.as_bytes();
+                while bytes
+                    .get(self.at)
+                    .is_some_and(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+                {
+                    self.at += 1;
+                }
+                Json::Number(number(&self.text[start..self.at])?)
+            }
+        })
+    }
+
+    fn literal(&mut self, word: &str, value: Json<'a>) -> Json<'a> {
+        self.at += word.len();
+        value
+    }
+
+    /// The string at the cursor, unescaped by serde_json when it has escapes.
+    fn string(&mut self) -> Result<Cow<'a, str>, serde_json::Error> {
+        if self.peek() != b'"' {
+            return Err(serde_json::Error::custom("expected a string"));
+        }
+        let bytes = self.text.as_bytes();
+        let start = self.at;
+        let mut end = start + 1;
+        let mut escaped = false;
+        loop {
+            match bytes.get(end) {
+                Some(b'"') => break,
+                // The escaped character is ASCII: `\"`, `\\`, `\u` and the others.
+                Some(b'\\') => {
+                    escaped = true;
+                    end += 2;
+                }
+                Some(_) => end += 1,
+                None => return Err(unexpected_end()),
+            }
+        }
+        self.at = end + 1;
+        let raw = &self.text[start..=end];
+        if escaped {
+            serde_json::from_str(raw).map(Cow::Owned)
+        } else {
+            Ok(Cow::Borrowed(&raw[1..raw.len() - 1]))
+        }
+    }
+}
+
+fn unexpected_end() -> serde_json::Error {
+    serde_json::Error::custom("unexpected end of JSON text")
 }
 
 /// The JSON number `text`, classified as serde_json classifies it and read exactly. `text` is
@@ -108,41 +214,39 @@ pub fn number(text: &str) -> Result<Number, serde_json::Error> {
 
 /// The canonical text of the JSON value `text`: what serde_json writes for the `Value` it reads
 /// from it (compact; object keys sorted, the last of a repeated key kept; numbers as
-/// [`number`] reads them, written as serde_json writes them), with numbers read exactly.
-/// Nesting beyond [`MAX_NESTING`] is an error.
+/// [`number`] reads them, written as serde_json writes them), with numbers read exactly. One
+/// pass over the text ([`parse`]) and one over the value. Nesting beyond [`MAX_NESTING`] is an
+/// error.
 pub fn canonical(text: &str) -> Result<String, serde_json::Error> {
     let mut out = Vec::with_capacity(text.len());
-    write_canonical(text, &mut out, MAX_NESTING)?;
+    write_canonical(&parse(text)?, &mut out)?;
     String::from_utf8(out).map_err(serde_json::Error::custom)
 }
 
-fn write_canonical(text: &str, out: &mut Vec<u8>, depth: usize) -> Result<(), serde_json::Error> {
-    match node(text)? {
-        Node::Null => out.extend_from_slice(b"null"),
-        Node::Bool(b) => out.extend_from_slice(if b { b"true" } else { b"false" }),
-        Node::Number(n) => n.write(out)?,
-        Node::String(s) => serde_json::to_writer(&mut *out, &s)?,
-        Node::Array(items) => {
-            let depth = nested(depth)?;
+fn write_canonical(value: &Json<'_>, out: &mut Vec<u8>) -> Result<(), serde_json::Error> {
+    match value {
+        Json::Null => out.extend_from_slice(b"null"),
+        Json::Bool(b) => out.extend_from_slice(if *b { b"true" } else { b"false" }),
+        Json::Number(n) => n.write(out)?,
+        Json::String(s) => serde_json::to_writer(&mut *out, s.as_ref())?,
+        Json::Array(items) => {
             out.push(b'[');
             for (i, item) in items.iter().enumerate() {
                 if i > 0 {
                     out.push(b',');
                 }
-                write_canonical(item, out, depth)?;
+                write_canonical(item, out)?;
             }
             out.push(b']');
         }
-        Node::Object(mut members) => {
-            let depth = nested(depth)?;
-            crate::map::sort_stable_by(&mut members, |a, b| a.0.cmp(&b.0));
+        Json::Object(members) => {
+            let mut sorted: Vec<&(Cow<'_, str>, Json<'_>)> = members.iter().collect();
+            crate::map::sort_stable_by(&mut sorted, |a, b| a.0.cmp(&b.0));
             out.push(b'{');
             let mut first = true;
-            for (i, (key, value)) in members.iter().enumerate() {
-                if members.get(i + 1).is_some_and(|next| next.0 == *key) {
-                    // A later member with this key wins; this one must still be a valid value,
-                    // as serde_json reads it too.
-                    write_canonical(value, &mut Vec::new(), depth)?;
+            for (i, (key, value)) in sorted.iter().map(|m| (&m.0, &m.1)).enumerate() {
+                // A later member with this key wins (the earlier ones were read: they are JSON).
+                if sorted.get(i + 1).is_some_and(|next| next.0 == *key) {
                     continue;
                 }
                 if !first {
@@ -151,7 +255,7 @@ fn write_canonical(text: &str, out: &mut Vec<u8>, depth: usize) -> Result<(), se
                 first = false;
                 serde_json::to_writer(&mut *out, key.as_ref())?;
                 out.push(b':');
-                write_canonical(value, out, depth)?;
+                write_canonical(value, out)?;
             }
             out.push(b'}');
         }
@@ -160,7 +264,7 @@ fn write_canonical(text: &str, out: &mut Vec<u8>, depth: usize) -> Result<(), se
 }
 
 /// The depth left inside one more array or object.
-pub fn nested(depth: usize) -> Result<usize, serde_json::Error> {
+fn nested(depth: usize) -> Result<usize, serde_json::Error> {
     depth
         .checked_sub(1)
         .ok_or_else(|| serde_json::Error::custom("recursion limit exceeded"))
@@ -268,6 +372,50 @@ mod tests {
             assert_eq!(canonical(cluster).unwrap(), oracle(cluster).unwrap());
         }
         assert!(checked > 2_000, "{checked} nodes");
+    }
+
+    #[test]
+    fn parse_reads_the_whole_text_in_one_tree() {
+        let text = " { \"a\" : [ 1 , -2 , 2.5 , \"x\" , \"y\\n\" , { } , [ ] ] , \"a\" : null , \"\\u00e9\" : true } ";
+        let Json::Object(members) = parse(text).unwrap() else {
+            panic!("an object");
+        };
+        let keys: Vec<&str> = members.iter().map(|(k, _)| k.as_ref()).collect();
+        assert_eq!(keys, ["a", "a", "é"], "members in order, a repeated key twice");
+        let Json::Array(items) = &members[0].1 else {
+            panic!("an array");
+        };
+        assert_eq!(
+            items[..3],
+            [
+                Json::Number(Number::U64(1)),
+                Json::Number(Number::I64(-2)),
+                Json::Number(Number::F64(2.5))
+            ]
+        );
+        assert!(
+            matches!(&items[3], Json::String(Cow::Borrowed("x"))),
+            "unescaped: borrowed"
+        );
+        assert!(
+            matches!(&items[4], Json::String(Cow::Owned(s)) if s == "y\n"),
+            "escaped: read"
+        );
+        assert_eq!(items[5..], [Json::Object(Vec::new()), Json::Array(Vec::new())]);
+        assert_eq!(members[1].1, Json::Null);
+        assert_eq!(members[2].1, Json::Bool(true));
+        for bad in [
+            "1 2",
+            "{} x",
+            "[1] ]",
+            "\"a\" \"b\"",
+            "[\"\\x\"]",
+            "{\"a\" 1}",
+            "\"\u{1}\"",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+            assert!(oracle(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]
