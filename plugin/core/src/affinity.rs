@@ -486,8 +486,7 @@ impl Extractors {
         let set_codes = (0..index.devices.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
-        let mut by_keys: std::collections::HashMap<&Arc<Map<String, String>>, usize> =
-            std::collections::HashMap::new();
+        let mut by_keys: crate::FxHashMap<&Arc<Map<String, String>>, usize> = crate::FxHashMap::default();
         let mut groups = Vec::new();
         let group = list
             .iter()
@@ -649,7 +648,7 @@ pub fn fingerprint(extractors: &Extractors, ids: &[ExtId]) -> u64 {
 /// usually has the same extractors, and an [`Extractor`] per pool would otherwise copy its keys
 /// and expressions.
 #[derive(Default)]
-struct KeySets(std::collections::HashSet<Arc<Map<String, String>>>);
+struct KeySets(crate::FxHashSet<Arc<Map<String, String>>>);
 
 impl KeySets {
     /// The shared copy of `keys`.

@@ -5,7 +5,8 @@
 //! per-call tally, undone on backtracking. A multi-allocatable device consumes its counters once,
 //! on its first allocation.
 
-use std::collections::{BTreeMap, HashMap};
+use crate::FxHashMap as HashMap;
+use std::collections::BTreeMap;
 
 use crate::model::DeviceCounterConsumption;
 use crate::quantity::Quantity;

@@ -7,7 +7,8 @@
 //! vector or a small map, and a [`DeviceKey`] (`driver/pool/device`) that allocated state is
 //! keyed by.
 
-use std::collections::{BTreeMap, HashSet};
+use crate::FxHashSet as HashSet;
+use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
 
@@ -419,7 +420,7 @@ pub struct Index {
 impl Index {
     /// Builds the index from all slices. Slices of older generations are ignored.
     pub fn build<'a>(slices: impl IntoIterator<Item = &'a ResourceSlice>) -> Index {
-        Self::rebuild(slices, None, &HashSet::new())
+        Self::rebuild(slices, None, &HashSet::default())
     }
 
     /// Builds the index again after slice events, sharing the converted devices (and their
@@ -475,7 +476,7 @@ impl Index {
                 has_binding_conditions: false,
                 slice_extractors: Vec::new(),
             };
-            let mut names = HashSet::new();
+            let mut names = HashSet::default();
             for (slice_idx, s) in current.iter().enumerate() {
                 for cs in &s.spec.shared_counters {
                     if pool.counter_sets.contains_key(&cs.name) && pool.invalid.is_none() {
@@ -966,7 +967,7 @@ mod tests {
             slice("s2", "n1", "q", 1, 1, &["b"]),
         ]
         .join("\n");
-        let changed: HashSet<(String, String)> = [("d".to_string(), "p".to_string())].into();
+        let changed: HashSet<(String, String)> = [("d".to_string(), "p".to_string())].into_iter().collect();
         let second = Index::rebuild(&slices(&v2), Some(&first), &changed);
         let b = |i: &Index| {
             i.devices[i.by_key[&DeviceKey::new("d", "q", "b")] as usize]
@@ -982,7 +983,7 @@ mod tests {
             "pool p rebuilt"
         );
         assert!(!second.by_key.contains_key(&DeviceKey::new("d", "p", "a")));
-        let all: HashSet<(String, String)> = [("d".to_string(), "q".to_string())].into();
+        let all: HashSet<(String, String)> = [("d".to_string(), "q".to_string())].into_iter().collect();
         let third = Index::rebuild(&slices(&v2), Some(&second), &all);
         assert!(
             !Arc::ptr_eq(&b(&second), &b(&third)),

@@ -41,6 +41,9 @@ pub mod plugin;
 /// SipHash would dominate (`rustc-hash` without its `std` feature, as cranelift uses it).
 pub type FxHashMap<K, V> = std::collections::HashMap<K, V, rustc_hash::FxBuildHasher>;
 
+/// A `HashSet` with the Fx hasher ([`FxHashMap`]).
+pub type FxHashSet<T> = std::collections::HashSet<T, rustc_hash::FxBuildHasher>;
+
 /// Byte-slice equality, eight bytes at a time. On `wasm32`, `==` on slices calls the
 /// compiler's `memcmp`, which compares one byte per iteration (about eight instructions per
 /// byte): the KSWE guest compared a pod's protobuf bytes in every hook that way (5,100

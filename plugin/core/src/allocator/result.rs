@@ -1,7 +1,7 @@
 //! Building the API results of a successful call: device results, configs, node selector,
 //! and share IDs.
 
-use std::collections::HashMap;
+use crate::FxHashMap as HashMap;
 
 use super::search::consumption;
 use super::{Allocator, Chosen, ClaimResult, DeviceChoice};
@@ -72,7 +72,7 @@ impl<'a> Allocator<'a> {
         claim: &ResourceClaim,
     ) -> Result<Vec<DeviceAllocationConfiguration>, String> {
         let mut out: Vec<DeviceAllocationConfiguration> = Vec::new();
-        let mut class_ranges: HashMap<&str, (usize, usize)> = HashMap::new();
+        let mut class_ranges: HashMap<&str, (usize, usize)> = HashMap::default();
         let mut names = Vec::new();
         for (ri, per_req) in self.reqs[ci].iter().enumerate() {
             let si = if per_req.len() > 1 || claim.spec.devices.requests[ri].exactly.is_none() {

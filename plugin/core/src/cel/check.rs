@@ -7,8 +7,8 @@
 //! function must be declared in the environment for the way it is called (global or member).
 //! Type errors (`device.driver == 1`, `quantity(1)`) surface at evaluation.
 
+use crate::FxHashSet as HashSet;
 use std::borrow::Cow;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};
@@ -458,7 +458,7 @@ impl<'a> Checker<'a> {
             env,
             root,
             scopes: Vec::new(),
-            declared: HashSet::new(),
+            declared: HashSet::default(),
         }
     }
 }

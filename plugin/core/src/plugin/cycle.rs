@@ -1,7 +1,8 @@
 //! The extension points of one scheduling cycle: PreFilter, Filter, Score, Reserve, Unreserve, Bind.
 
+use crate::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::Cell;
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
 use super::{ClaimAllocation, Cycle, CycleClaim, NodeMemo, NodeResult, Plugin, Reservation, Scoring};
@@ -828,9 +829,9 @@ impl Plugin {
     /// pod may have taken the last slot or counter since Filter. The error names the device and
     /// the capacity or counter set.
     fn recheck_capacity(&self, d: &super::Derived, result: &[ClaimResult]) -> Result<(), Status> {
-        let mut adding: HashMap<DevIdx, BTreeMap<String, Quantity>> = HashMap::new();
+        let mut adding: HashMap<DevIdx, BTreeMap<String, Quantity>> = HashMap::default();
         let mut counters = CounterState::default();
-        let mut counted: HashSet<DevIdx> = HashSet::new();
+        let mut counted: HashSet<DevIdx> = HashSet::default();
         for cr in result {
             for (ch, res) in cr.choices.iter().zip(&cr.allocation.devices.results) {
                 if res.admin_access == Some(true) {

@@ -18,8 +18,9 @@
 //! - the slice index is rebuilt lazily, on the first PreFilter after a slice event, reusing the
 //!   converted devices of the pools the events did not touch.
 
+use crate::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::BTreeMap;
 
 use crate::affinity::{Config, Extractors, LockState, Values};
 use crate::allocator::{AllocatedState, ClaimAffinity, SelectorCache};
@@ -507,17 +508,17 @@ impl Plugin {
             inflight: BTreeMap::new(),
             derived: None,
             slices_dirty: false,
-            changed_pools: HashSet::new(),
+            changed_pools: HashSet::default(),
             allocated: AllocatedState::default(),
-            holders: HashMap::new(),
+            holders: HashMap::default(),
             known_values: KnownValues::default(),
             locks: RefCell::new(Vec::new()),
             cycle: None,
             spare_results: NodeResults::default(),
             reservations: BTreeMap::new(),
-            bound_at: HashMap::new(),
+            bound_at: HashMap::default(),
             warnings: Vec::new(),
-            warned: HashSet::new(),
+            warned: HashSet::default(),
         })
     }
 

@@ -25,7 +25,8 @@
 //! metadata slices' sharing-affinity extractors (a driver publishes the same ones per pool), with
 //! the same sweeps.
 
-use std::collections::{BTreeMap, HashSet};
+use crate::FxHashSet as HashSet;
+use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::sync::Arc;
 
