@@ -18,11 +18,16 @@ use sharing_affinity_core::json::canonical;
 fn main() {
     let mut args = std::env::args().skip(1);
     let mb: usize = args.next().map_or(1, |a| a.parse().expect("MB: a whole number"));
-    let depth: usize = args.next().map_or(127, |a| a.parse().expect("DEPTH: a whole number"));
+    let depth: usize = args
+        .next()
+        .map_or(127, |a| a.parse().expect("DEPTH: a whole number"));
     let leaf = format!("\"{}\"", "x".repeat(mb << 20));
     let shapes = [
         ("flat", format!("[{leaf}]")),
-        ("deep", format!("{}{leaf}{}", "[".repeat(depth), "]".repeat(depth))),
+        (
+            "deep",
+            format!("{}{leaf}{}", "[".repeat(depth), "]".repeat(depth)),
+        ),
         (
             "wide",
             format!(

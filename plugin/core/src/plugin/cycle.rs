@@ -1020,13 +1020,16 @@ struct Candidates<'a> {
 }
 
 /// [`Candidates::extractors_for`] results per (class, request selectors).
-pub(super) type CandidateCache = std::cell::RefCell<HashMap<(String, Vec<String>), Rc<BTreeSet<ExtId>>>>;
+pub(super) type CandidateCache = std::cell::RefCell<HashMap<(String, Vec<String>), Rc<[ExtId]>>>;
 
 impl Candidates<'_> {
-    /// The extractors that apply to some device of an affinity pool passing the class and request
-    /// selectors (on any node). A selector that fails on a device counts as a match: Filter
-    /// reports that error, and the extractor is evaluated to be safe.
-    fn extractors_for(&mut self, class: &str, selectors: &[DeviceSelector]) -> Rc<BTreeSet<ExtId>> {
+    /// Of the extractors that apply to some device of an affinity pool passing the class and
+    /// request selectors (on any node), the first of each key-set group (see
+    /// `Extractors::group`), ascending: the ones PreFilter evaluates. A selector that fails on a
+    /// device counts as a match: Filter reports that error, and the extractor is evaluated to be
+    /// safe. Kept per group, not per extractor: a cluster whose every pool publishes the same
+    /// extractor has as many candidates as pools, and PreFilter would walk them all for each pod.
+    fn extractors_for(&mut self, class: &str, selectors: &[DeviceSelector]) -> Rc<[ExtId]> {
         let exprs: Vec<String> = selectors.iter().map(|s| s.cel.expression.clone()).collect();
         let key = (class.to_string(), exprs);
         if let Some(ids) = self.cache.borrow().get(&key) {
@@ -1061,9 +1064,13 @@ impl Candidates<'_> {
                 }
             }
         }
-        let out = Rc::new(out);
-        self.cache.borrow_mut().insert(key, out.clone());
-        out
+        let mut seen = vec![false; self.extractors.groups.len()];
+        let firsts: Rc<[ExtId]> = out
+            .into_iter()
+            .filter(|&id| !std::mem::replace(&mut seen[self.extractors.group[id]], true))
+            .collect();
+        self.cache.borrow_mut().insert(key, firsts.clone());
+        firsts
     }
 }
 
@@ -1099,17 +1106,14 @@ fn claim_affinity(candidates: &mut Candidates<'_>, cc: &CycleClaim) -> Result<Cl
             // extractor declaring it: no per-pool map, however many pools publish the extractor.
             let mut outcomes: Vec<Option<Outcome>> = vec![None; extractors.groups.len()];
             for &id in ids.iter() {
-                let slot = &mut outcomes[extractors.group[id]];
-                if slot.is_none() {
-                    *slot = Some(affinity::extract(
-                        cel,
-                        &extractors.list[id],
-                        &objects,
-                        &r.name,
-                        sub,
-                        &cc.key,
-                    )?);
-                }
+                outcomes[extractors.group[id]] = Some(affinity::extract(
+                    cel,
+                    &extractors.list[id],
+                    &objects,
+                    &r.name,
+                    sub,
+                    &cc.key,
+                )?);
             }
             per_req.push(outcomes);
         }
