@@ -1,5 +1,5 @@
-//! JSON values read one level at a time, with numbers read exactly, and the canonical text of a
-//! value: what `serde_json` writes for the `serde_json::Value` it reads, compact with object keys
+//! JSON values read in one pass ([`parse`]), with numbers read exactly, and the canonical text of
+//! a value: what `serde_json` writes for the `serde_json::Value` it reads, compact with object keys
 //! in order.
 //!
 //! Opaque configuration parameters are kept as canonical text ([`crate::model::Parameters`]) and
@@ -13,7 +13,7 @@ use std::borrow::Cow;
 
 use serde::de::Error as _;
 
-/// Nesting that [`canonical`] and the readers built on [`node`] accept, as serde_json's own
+/// Nesting that [`parse`] (and so [`canonical`]) accepts, as serde_json's own
 /// limit for a document: deeper text is an error, not a deep recursion.
 pub const MAX_NESTING: usize = 128;
 
