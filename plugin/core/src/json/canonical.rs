@@ -87,41 +87,13 @@ impl<'a> Walk<'a> {
 
     fn value(&mut self, depth: usize) -> Result<Json<'a>, serde_json::Error> {
         Ok(match self.peek() {
-            b'{' => {
-                let depth = nested(depth)?;
-                self.at += 1;
-                let mut members = Vec::new();
-                loop {
-                    match self.peek() {
-                        b'}' => break,
-                        b',' => self.at += 1,
-                        0 => return Err(unexpected_end()),
-                        _ => {
-                            let key = self.string()?;
-                            self.peek();
-                            self.at += 1; // the `:`
-                            members.push((key, self.value(depth)?));
-                        }
-                    }
-                }
-                self.at += 1;
-                Json::Object(members)
-            }
-            b'[' => {
-                let depth = nested(depth)?;
-                self.at += 1;
-                let mut items = Vec::new();
-                loop {
-                    match self.peek() {
-                        b']' => break,
-                        b',' => self.at += 1,
-                        0 => return Err(unexpected_end()),
-                        _ => items.push(self.value(depth)?),
-                    }
-                }
-                self.at += 1;
-                Json::Array(items)
-            }
+            b'{' => Json::Object(self.items(b'}', depth, |walk, depth| {
+                let key = walk.string()?;
+                walk.peek();
+                walk.at += 1; // the `:`
+                Ok((key, walk.value(depth)?))
+            })?),
+            b'[' => Json::Array(self.items(b']', depth, Self::value)?),
             b'"' => Json::String(self.string()?),
             b't' => self.literal("true", Json::Bool(true)),
             b'f' => self.literal("false", Json::Bool(false)),
@@ -138,6 +110,29 @@ impl<'a> Walk<'a> {
                 Json::Number(number(&self.text[start..self.at])?)
             }
         })
+    }
+
+    /// The members or elements of the object or array at the cursor, each read by `item`, up to
+    /// `close`.
+    fn items<T>(
+        &mut self,
+        close: u8,
+        depth: usize,
+        mut item: impl FnMut(&mut Self, usize) -> Result<T, serde_json::Error>,
+    ) -> Result<Vec<T>, serde_json::Error> {
+        let depth = nested(depth)?;
+        self.at += 1;
+        let mut items = Vec::new();
+        loop {
+            match self.peek() {
+                b if b == close => break,
+                b',' => self.at += 1,
+                0 => return Err(unexpected_end()),
+                _ => items.push(item(self, depth)?),
+            }
+        }
+        self.at += 1;
+        Ok(items)
     }
 
     fn literal(&mut self, word: &str, value: Json<'a>) -> Json<'a> {
@@ -240,20 +235,15 @@ fn write_canonical(value: &Json<'_>, out: &mut Vec<u8>) -> Result<(), serde_json
             out.push(b']');
         }
         Json::Object(members) => {
-            let mut sorted: Vec<&(Cow<'_, str>, Json<'_>)> = members.iter().collect();
-            crate::map::sort_stable_by(&mut sorted, |a, b| a.0.cmp(&b.0));
+            // Keys in order, the last of a repeated key kept, as the model's maps keep them.
+            let members: crate::map::Map<&str, &Json<'_>> =
+                members.iter().map(|(k, v)| (k.as_ref(), v)).collect();
             out.push(b'{');
-            let mut first = true;
-            for (i, (key, value)) in sorted.iter().map(|m| (&m.0, &m.1)).enumerate() {
-                // A later member with this key wins (the earlier ones were read: they are JSON).
-                if sorted.get(i + 1).is_some_and(|next| next.0 == *key) {
-                    continue;
-                }
-                if !first {
+            for (i, (key, value)) in members.iter().enumerate() {
+                if i > 0 {
                     out.push(b',');
                 }
-                first = false;
-                serde_json::to_writer(&mut *out, key.as_ref())?;
+                serde_json::to_writer(&mut *out, key)?;
                 out.push(b':');
                 write_canonical(value, out)?;
             }
