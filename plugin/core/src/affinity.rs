@@ -899,6 +899,79 @@ pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> L
     }
 }
 
+/// The lock states of the devices of one index ([`DevIdx`]), each computed on first use: four
+/// bytes per device, so that the eight devices of a node share a cache line. A Filter reads the
+/// states of every candidate of its node; at 5,000 nodes the table is out of the cache, and an
+/// `Option<LockState>` per device (16 bytes) put a node's states on two or three lines.
+///
+/// A slot holds 0 (not computed) or 1 + the position of its state in `states`, where each
+/// distinct state is kept once: `Clean`, `Unreconstructable`, then every lock by content.
+/// Positions are never reused until [`LockTable::clear`]; past [`LockTable::MAX_STATES`]
+/// distinct states the table starts again (every state is computed anew on use).
+#[derive(Debug, Default)]
+pub struct LockTable {
+    slots: Vec<u32>,
+    states: Vec<LockState>,
+    positions: crate::FxHashMap<Arc<Values>, u32>,
+}
+
+impl LockTable {
+    /// Distinct states kept before the table starts again.
+    pub const MAX_STATES: usize = 1 << 16;
+
+    /// The device's state, if it was computed since it last changed.
+    pub fn get(&self, dev: DevIdx) -> Option<&LockState> {
+        let slot = *self.slots.get(dev as usize)?;
+        // Slot 0 wraps to a position past any table.
+        self.states.get((slot as usize).wrapping_sub(1))
+    }
+
+    /// Whether the device's state was computed since it last changed.
+    pub fn has(&self, dev: DevIdx) -> bool {
+        self.slots.get(dev as usize).is_some_and(|&s| s > 0)
+    }
+
+    /// Records the device's state; `devices` is the size of the index.
+    pub fn set(&mut self, dev: DevIdx, state: LockState, devices: usize) {
+        if self.states.len() >= Self::MAX_STATES {
+            self.clear();
+        }
+        if self.states.is_empty() {
+            self.states
+                .extend([LockState::Clean, LockState::Unreconstructable]);
+        }
+        let position = match state {
+            LockState::Clean => 0,
+            LockState::Unreconstructable => 1,
+            LockState::Locked(values) => {
+                let next = self.states.len() as u32;
+                *self.positions.entry(values).or_insert_with_key(|v| {
+                    self.states.push(LockState::Locked(v.clone()));
+                    next
+                })
+            }
+        };
+        if self.slots.len() < devices.max(dev as usize + 1) {
+            self.slots.resize(devices.max(dev as usize + 1), 0);
+        }
+        self.slots[dev as usize] = position + 1;
+    }
+
+    /// Forgets the device's state (its holders changed).
+    pub fn forget(&mut self, dev: DevIdx) {
+        if let Some(s) = self.slots.get_mut(dev as usize) {
+            *s = 0;
+        }
+    }
+
+    /// Forgets every state (the index was rebuilt).
+    pub fn clear(&mut self) {
+        self.slots.clear();
+        self.states.clear();
+        self.positions.clear();
+    }
+}
+
 /// Whether two shared value sets are equal (pointer first: interned values are usually shared).
 pub fn same(a: &Arc<Values>, b: &Arc<Values>) -> bool {
     Arc::ptr_eq(a, b) || a == b
@@ -1092,5 +1165,61 @@ mod tests {
         let err = Config::from_json(r#"{"sharingAffinity":[{"driver":"d","cel":{"bad-key":"\"x\""}}]}"#)
             .unwrap_err();
         assert!(err.to_string().contains("C identifier"), "{err}");
+    }
+
+    /// The compact lock table gives back what was set, per device, keeps one copy of each
+    /// distinct lock, forgets one device or all, and starts again past its limit.
+    #[test]
+    fn lock_table_keeps_each_device_state_and_each_lock_once() {
+        let subnet = |v: &str| Arc::new(Values::from([("subnet".to_string(), v.to_string())]));
+        let mut t = LockTable::default();
+        assert_eq!(t.get(0), None, "nothing computed yet");
+        t.set(3, LockState::Locked(subnet("a")), 8);
+        t.set(4, LockState::Locked(subnet("a")), 8);
+        t.set(5, LockState::Locked(subnet("b")), 8);
+        t.set(6, LockState::Clean, 8);
+        t.set(7, LockState::Unreconstructable, 8);
+        assert_eq!(t.get(2), None, "a device never set");
+        assert!(!t.has(2) && t.has(3) && t.has(6) && !t.has(100));
+        assert_eq!(t.get(3), Some(&LockState::Locked(subnet("a"))));
+        assert_eq!(t.get(5), Some(&LockState::Locked(subnet("b"))));
+        assert_eq!(t.get(6), Some(&LockState::Clean));
+        assert_eq!(t.get(7), Some(&LockState::Unreconstructable));
+        match (t.get(3), t.get(4)) {
+            (Some(LockState::Locked(x)), Some(LockState::Locked(y))) => {
+                assert!(Arc::ptr_eq(x, y), "equal locks: one stored copy")
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(t.states.len(), 4, "clean, unreconstructable, a, b");
+        t.set(3, LockState::Clean, 8);
+        assert_eq!(t.get(3), Some(&LockState::Clean), "a device's state is replaced");
+        assert_eq!(
+            t.get(4),
+            Some(&LockState::Locked(subnet("a"))),
+            "its neighbour keeps its own"
+        );
+        t.forget(4);
+        assert_eq!(t.get(4), None, "forgotten");
+        assert!(!t.has(4));
+        assert_eq!(t.get(5), Some(&LockState::Locked(subnet("b"))));
+        t.set(20, LockState::Clean, 8);
+        assert_eq!(t.get(20), Some(&LockState::Clean), "past the index size given");
+        t.clear();
+        assert!((0..21).all(|d| t.get(d).is_none()), "cleared");
+        t.set(2, LockState::Clean, 8);
+        let mut most = 0;
+        for i in 0..LockTable::MAX_STATES {
+            t.set(1, LockState::Locked(subnet(&i.to_string())), 8);
+            most = most.max(t.states.len());
+        }
+        assert_eq!(most, LockTable::MAX_STATES, "bounded");
+        assert_eq!(t.get(2), None, "the table started again");
+        let last = (LockTable::MAX_STATES - 1).to_string();
+        assert_eq!(
+            t.get(1),
+            Some(&LockState::Locked(subnet(&last))),
+            "with the newest state"
+        );
     }
 }

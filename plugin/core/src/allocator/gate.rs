@@ -113,11 +113,7 @@ impl<'a> Allocator<'a> {
     /// one counts as unreconstructable (never shared).
     pub(super) fn lock(&self, d: DevIdx) -> &'a LockState {
         static UNKNOWN: LockState = LockState::Unreconstructable;
-        self.input
-            .locks
-            .get(d as usize)
-            .and_then(Option::as_ref)
-            .unwrap_or(&UNKNOWN)
+        self.input.locks.get(d).unwrap_or(&UNKNOWN)
     }
 
     /// Records why a device was rejected; the text is built only if the call fails.

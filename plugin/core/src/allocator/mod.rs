@@ -25,7 +25,7 @@ use crate::FxHashMap;
 use devmap::DevMap;
 use smallvec::SmallVec;
 
-use crate::affinity::{self, Extractors, LockState, Outcome, Values};
+use crate::affinity::{self, Extractors, LockTable, Outcome, Values};
 use crate::cel::CelCache;
 use crate::constraints::{Constraint, Lookup};
 use crate::counters::CounterState;
@@ -147,7 +147,7 @@ pub struct Input<'a> {
     pub uses: &'a [DeviceUse],
     /// Persistent lock states by dense device index (derived from the devices' holders): an
     /// entry for every candidate device.
-    pub locks: &'a [Option<LockState>],
+    pub locks: &'a LockTable,
     /// The node.
     pub node: &'a Node,
     /// The node's pools.

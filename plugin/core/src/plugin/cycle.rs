@@ -453,7 +453,7 @@ impl Plugin {
     fn allocator_input<'a>(
         &'a self,
         (cycle, d): (&'a Cycle, &'a super::Derived),
-        locks: &'a [Option<crate::affinity::LockState>],
+        locks: &'a crate::affinity::LockTable,
         node: &'a crate::model::Node,
         (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
         claims: &'a [ClaimInput<'a>],

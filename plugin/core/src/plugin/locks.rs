@@ -1,7 +1,7 @@
 //! Sharing-affinity lock states derived from the claims holding each device.
 
 use super::{Derived, Plugin};
-use crate::affinity::{self, ExtId, Extractors, LockState, Outcome, Values};
+use crate::affinity::{self, ExtId, Extractors, LockState, LockTable, Outcome, Values};
 use crate::cel::CelCache;
 use crate::index::DevIdx;
 use crate::model::ResourceClaim;
@@ -15,16 +15,12 @@ pub(super) struct Locks<'a> {
 impl Locks<'_> {
     /// The lock state of a device (affinity pools only), computed once and cached in the plugin.
     pub(super) fn lock(&self, dev: DevIdx) -> LockState {
-        if let Some(Some(l)) = self.plugin.locks.borrow().get(dev as usize) {
+        if let Some(l) = self.plugin.locks.borrow().get(dev) {
             return l.clone();
         }
         let state = self.compute(dev);
-        let mut locks = self.plugin.locks.borrow_mut();
         let n = self.derived.index.devices.len();
-        if locks.len() < n {
-            locks.resize(n, None);
-        }
-        locks[dev as usize] = Some(state.clone());
+        self.plugin.locks.borrow_mut().set(dev, state.clone(), n);
         state
     }
 }
@@ -36,12 +32,10 @@ impl Plugin {
         &'a self,
         d: &'a Derived,
         devices: &[DevIdx],
-    ) -> std::cell::Ref<'a, Vec<Option<LockState>>> {
+    ) -> std::cell::Ref<'a, LockTable> {
         let missing = {
             let table = self.locks.borrow();
-            devices
-                .iter()
-                .any(|&x| !matches!(table.get(x as usize), Some(Some(_))))
+            !devices.iter().all(|&x| table.has(x))
         };
         if missing {
             let view = self.lock_view(d);

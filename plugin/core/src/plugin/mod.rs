@@ -22,7 +22,7 @@ use crate::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::affinity::{Config, Extractors, LockState, Values};
+use crate::affinity::{Config, Extractors, LockState, LockTable, Values};
 use crate::allocator::{AllocatedState, ClaimAffinity, SelectorCache};
 use crate::cel::CelCache;
 use crate::error::Error;
@@ -476,7 +476,7 @@ pub struct Plugin {
     /// Lock states per device of the current index ([`crate::index::DevIdx`]), computed on
     /// first use; an entry is dropped when the device's holders change, all of them when the
     /// index is rebuilt.
-    locks: RefCell<Vec<Option<LockState>>>,
+    locks: RefCell<LockTable>,
     cycle: Option<Cycle>,
     /// The results of the last cycle after Bind ended it, for the next cycle to write over
     /// ([`NodeResults`]).
@@ -512,7 +512,7 @@ impl Plugin {
             allocated: AllocatedState::default(),
             holders: HashMap::default(),
             known_values: KnownValues::default(),
-            locks: RefCell::new(Vec::new()),
+            locks: RefCell::default(),
             cycle: None,
             spare_results: NodeResults::default(),
             reservations: BTreeMap::new(),
@@ -770,9 +770,8 @@ impl Plugin {
                 }
                 if let Some(d) = &self.derived
                     && let Some(&i) = d.index.by_key.get(&dk)
-                    && let Some(slot) = self.locks.borrow_mut().get_mut(i as usize)
                 {
-                    *slot = None;
+                    self.locks.borrow_mut().forget(i);
                 }
             } else {
                 bump(&mut self.allocated.dedicated, &dk, add);
