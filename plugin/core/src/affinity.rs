@@ -905,14 +905,16 @@ pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> L
 /// `Option<LockState>` per device (16 bytes) put a node's states on two or three lines.
 ///
 /// A slot holds 0 (not computed) or 1 + the position of its state in `states`, where each
-/// distinct state is kept once: `Clean`, `Unreconstructable`, then every lock by content.
+/// distinct state is kept once: `Clean`, `Unreconstructable`, then every lock by its allocation
+/// (locks are interned, [`Extractors::intern`]; equal locks that are not still compare equal).
 /// Positions are never reused until [`LockTable::clear`]; past [`LockTable::MAX_STATES`]
 /// distinct states the table starts again (every state is computed anew on use).
 #[derive(Debug, Default)]
 pub struct LockTable {
     slots: Vec<u32>,
     states: Vec<LockState>,
-    positions: crate::FxHashMap<Arc<Values>, u32>,
+    /// Position in `states` by the address of a lock's values (kept alive by `states`).
+    positions: crate::FxHashMap<usize, u32>,
 }
 
 impl LockTable {
@@ -945,10 +947,13 @@ impl LockTable {
             LockState::Unreconstructable => 1,
             LockState::Locked(values) => {
                 let next = self.states.len() as u32;
-                *self.positions.entry(values).or_insert_with_key(|v| {
-                    self.states.push(LockState::Locked(v.clone()));
-                    next
-                })
+                *self
+                    .positions
+                    .entry(Arc::as_ptr(&values) as usize)
+                    .or_insert_with(|| {
+                        self.states.push(LockState::Locked(values));
+                        next
+                    })
             }
         };
         if self.slots.len() < devices.max(dev as usize + 1) {
@@ -1174,8 +1179,9 @@ mod tests {
         let subnet = |v: &str| Arc::new(Values::from([("subnet".to_string(), v.to_string())]));
         let mut t = LockTable::default();
         assert_eq!(t.get(0), None, "nothing computed yet");
-        t.set(3, LockState::Locked(subnet("a")), 8);
-        t.set(4, LockState::Locked(subnet("a")), 8);
+        let a = subnet("a");
+        t.set(3, LockState::Locked(a.clone()), 8);
+        t.set(4, LockState::Locked(a), 8);
         t.set(5, LockState::Locked(subnet("b")), 8);
         t.set(6, LockState::Clean, 8);
         t.set(7, LockState::Unreconstructable, 8);
@@ -1187,7 +1193,7 @@ mod tests {
         assert_eq!(t.get(7), Some(&LockState::Unreconstructable));
         match (t.get(3), t.get(4)) {
             (Some(LockState::Locked(x)), Some(LockState::Locked(y))) => {
-                assert!(Arc::ptr_eq(x, y), "equal locks: one stored copy")
+                assert!(Arc::ptr_eq(x, y), "the same lock: one stored copy")
             }
             other => panic!("{other:?}"),
         }
