@@ -904,12 +904,13 @@ pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> L
 /// states of every candidate of its node; at 5,000 nodes the table is out of the cache, and an
 /// `Option<LockState>` per device (16 bytes) put a node's states on two or three lines.
 ///
-/// A slot holds 0 (not computed) or 1 + the position of its state in `states`, where each
-/// distinct state is kept once: `Clean`, `Unreconstructable`, then every lock by its allocation
+/// A slot holds the position of its state in `states`, where each distinct state is kept once:
+/// position 0 means "not computed" (and holds `Unreconstructable`, what the allocator assumes of a
+/// device without a state), then `Clean`, `Unreconstructable`, then every lock by its allocation
 /// (locks are interned, [`Extractors::intern`]; equal locks that are not still compare equal).
 /// Positions are never reused until [`LockTable::clear`]; past [`LockTable::MAX_STATES`]
 /// distinct states the table starts again (every state is computed anew on use).
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct LockTable {
     slots: Vec<u32>,
     states: Vec<LockState>,
@@ -917,15 +918,40 @@ pub struct LockTable {
     positions: crate::FxHashMap<usize, u32>,
 }
 
+impl Default for LockTable {
+    fn default() -> Self {
+        LockTable {
+            slots: Vec::new(),
+            states: Self::FIXED.to_vec(),
+            positions: Default::default(),
+        }
+    }
+}
+
 impl LockTable {
     /// Distinct states kept before the table starts again.
     pub const MAX_STATES: usize = 1 << 16;
 
+    /// The first states of every table: not computed, clean, unreconstructable.
+    const FIXED: [LockState; 3] = [
+        LockState::Unreconstructable,
+        LockState::Clean,
+        LockState::Unreconstructable,
+    ];
+
     /// The device's state, if it was computed since it last changed.
     pub fn get(&self, dev: DevIdx) -> Option<&LockState> {
-        let slot = *self.slots.get(dev as usize)?;
-        // Slot 0 wraps to a position past any table.
-        self.states.get((slot as usize).wrapping_sub(1))
+        match *self.slots.get(dev as usize)? {
+            0 => None,
+            slot => self.states.get(slot as usize),
+        }
+    }
+
+    /// The device's state, `Unreconstructable` (never shared) when it was not computed: what
+    /// the allocator reads.
+    pub fn get_or_unreconstructable(&self, dev: DevIdx) -> &LockState {
+        let slot = self.slots.get(dev as usize).copied().unwrap_or(0);
+        &self.states[slot as usize]
     }
 
     /// Whether the device's state was computed since it last changed.
@@ -938,13 +964,9 @@ impl LockTable {
         if self.states.len() >= Self::MAX_STATES {
             self.clear();
         }
-        if self.states.is_empty() {
-            self.states
-                .extend([LockState::Clean, LockState::Unreconstructable]);
-        }
         let position = match state {
-            LockState::Clean => 0,
-            LockState::Unreconstructable => 1,
+            LockState::Clean => 1,
+            LockState::Unreconstructable => 2,
             LockState::Locked(values) => {
                 let next = self.states.len() as u32;
                 *self
@@ -959,7 +981,7 @@ impl LockTable {
         if self.slots.len() < devices.max(dev as usize + 1) {
             self.slots.resize(devices.max(dev as usize + 1), 0);
         }
-        self.slots[dev as usize] = position + 1;
+        self.slots[dev as usize] = position;
     }
 
     /// Forgets the device's state (its holders changed).
@@ -972,7 +994,7 @@ impl LockTable {
     /// Forgets every state (the index was rebuilt).
     pub fn clear(&mut self) {
         self.slots.clear();
-        self.states.clear();
+        self.states.truncate(Self::FIXED.len());
         self.positions.clear();
     }
 }
@@ -1197,7 +1219,19 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        assert_eq!(t.states.len(), 4, "clean, unreconstructable, a, b");
+        assert_eq!(t.states.len(), 5, "not computed, clean, unreconstructable, a, b");
+        assert_eq!(
+            t.get_or_unreconstructable(2),
+            &LockState::Unreconstructable,
+            "not computed"
+        );
+        assert_eq!(
+            t.get_or_unreconstructable(100),
+            &LockState::Unreconstructable,
+            "past the end"
+        );
+        assert_eq!(t.get_or_unreconstructable(6), &LockState::Clean);
+        assert_eq!(t.get_or_unreconstructable(5), &LockState::Locked(subnet("b")));
         t.set(3, LockState::Clean, 8);
         assert_eq!(t.get(3), Some(&LockState::Clean), "a device's state is replaced");
         assert_eq!(

@@ -112,8 +112,7 @@ impl<'a> Allocator<'a> {
     /// The device's persistent lock. The input has one for every candidate; a device without
     /// one counts as unreconstructable (never shared).
     pub(super) fn lock(&self, d: DevIdx) -> &'a LockState {
-        static UNKNOWN: LockState = LockState::Unreconstructable;
-        self.input.locks.get(d).unwrap_or(&UNKNOWN)
+        self.input.locks.get_or_unreconstructable(d)
     }
 
     /// Records why a device was rejected; the text is built only if the call fails.
