@@ -908,8 +908,10 @@ pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> L
 /// position 0 means "not computed" (and holds `Unreconstructable`, what the allocator assumes of a
 /// device without a state), then `Clean`, `Unreconstructable`, then every lock by its allocation
 /// (locks are interned, [`Extractors::intern`]; equal locks that are not still compare equal).
-/// Positions are never reused until [`LockTable::clear`]; past [`LockTable::MAX_STATES`]
-/// distinct states the table starts again (every state is computed anew on use).
+/// Positions are never reused until [`LockTable::clear`]. [`LockTable::make_room`] starts the
+/// table again (every state is computed anew on use) when the states to be set next might take it
+/// past [`LockTable::MAX_STATES`]; [`LockTable::set`] itself never forgets another device's state,
+/// so a caller that made room for a node's devices finds all of them set afterwards.
 #[derive(Debug)]
 pub struct LockTable {
     slots: Vec<u32>,
@@ -961,9 +963,6 @@ impl LockTable {
 
     /// Records the device's state; `devices` is the size of the index.
     pub fn set(&mut self, dev: DevIdx, state: LockState, devices: usize) {
-        if self.states.len() >= Self::MAX_STATES {
-            self.clear();
-        }
         let position = match state {
             LockState::Clean => 1,
             LockState::Unreconstructable => 2,
@@ -982,6 +981,14 @@ impl LockTable {
             self.slots.resize(devices.max(dev as usize + 1), 0);
         }
         self.slots[dev as usize] = position;
+    }
+
+    /// Starts the table again when `n` more states could take it past [`LockTable::MAX_STATES`]:
+    /// called before setting the states of `n` devices, none of which is then forgotten.
+    pub fn make_room(&mut self, n: usize) {
+        if self.states.len().saturating_add(n) > Self::MAX_STATES {
+            self.clear();
+        }
     }
 
     /// Forgets the device's state (its holders changed).
@@ -1250,6 +1257,7 @@ mod tests {
         t.set(2, LockState::Clean, 8);
         let mut most = 0;
         for i in 0..LockTable::MAX_STATES {
+            t.make_room(1);
             t.set(1, LockState::Locked(subnet(&i.to_string())), 8);
             most = most.max(t.states.len());
         }
@@ -1261,5 +1269,18 @@ mod tests {
             Some(&LockState::Locked(subnet(&last))),
             "with the newest state"
         );
+        // Room made for a node's devices: setting them forgets none of them.
+        while t.states.len() < LockTable::MAX_STATES - 3 {
+            let n = t.states.len().to_string();
+            t.set(0, LockState::Locked(subnet(&n)), 8);
+        }
+        t.make_room(2);
+        assert!(t.has(1), "room for two: nothing forgotten yet");
+        t.make_room(8);
+        assert!(!t.has(1), "room for eight: the table started again");
+        for d in 0..8 {
+            t.set(d, LockState::Locked(subnet(&format!("node-{d}"))), 8);
+        }
+        assert!((0..8).all(|d| t.has(d)), "every device of the node set");
     }
 }

@@ -20,7 +20,9 @@ impl Locks<'_> {
         }
         let state = self.compute(dev);
         let n = self.derived.index.devices.len();
-        self.plugin.locks.borrow_mut().set(dev, state.clone(), n);
+        let mut locks = self.plugin.locks.borrow_mut();
+        locks.make_room(1);
+        locks.set(dev, state.clone(), n);
         state
     }
 }
@@ -38,6 +40,9 @@ impl Plugin {
             !devices.iter().all(|&x| table.has(x))
         };
         if missing {
+            // Room for every candidate first: a table that started again half-way would forget
+            // the states set before, which the allocator would then read as unreconstructable.
+            self.locks.borrow_mut().make_room(devices.len());
             let view = self.lock_view(d);
             for &x in devices {
                 view.lock(x);
