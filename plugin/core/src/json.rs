@@ -13,11 +13,11 @@ use std::borrow::Cow;
 use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
+mod api;
 mod canonical;
-mod maps;
 
+pub use api::{ApiJson, required};
 pub use canonical::{Json, MAX_NESTING, Number, canonical, number, parse};
-pub use maps::MapsOnly;
 
 /// Recorded objects for the decoding tests, and the nodes of a JSON value.
 #[cfg(test)]
@@ -53,11 +53,11 @@ pub(crate) mod fixtures {
     }
 }
 
-/// A value of `T` read from `text` (the whole text: trailing characters are an error). Structs
-/// are read from JSON objects only ([`MapsOnly`]).
+/// A value of `T` read from `text` (the whole text: trailing characters are an error), as the API
+/// machinery reads it ([`ApiJson`]: structs from JSON objects only, `null` as the zero value).
 pub fn from_text<T: DeserializeOwned>(text: &str) -> Result<T, PathError> {
     let mut de = serde_json::Deserializer::from_str(text);
-    T::deserialize(MapsOnly(&mut de))
+    T::deserialize(ApiJson::new(&mut de))
         .and_then(|value| de.end().map(|()| value))
         .map_err(|error| PathError::new(text, error))
 }
@@ -510,7 +510,6 @@ mod tests {
                 "invalid type: integer `5`, expected struct Inner",
             ),
             (r#""x""#, "", "invalid type: string \"x\", expected struct Outer"),
-            (r#"null"#, "", "invalid type: null, expected struct Outer"),
             (
                 "{\n  \"list\": [\n    {\"n\": true}\n  ]\n}",
                 "list[0].n",

@@ -231,8 +231,10 @@ pub struct NodeSelectorTerm {
 #[serde(rename_all = "camelCase")]
 pub struct NodeSelectorRequirement {
     /// Label key or field name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub key: String,
     /// `In`, `NotIn`, `Exists`, `DoesNotExist`, `Gt` or `Lt`.
+    #[serde(deserialize_with = "crate::json::required")]
     pub operator: String,
     /// Values for the operator.
     #[serde(
@@ -307,6 +309,7 @@ pub struct PodSpec {
 #[serde(rename_all = "camelCase")]
 pub struct PodResourceClaim {
     /// Name of this entry inside the pod.
+    #[serde(deserialize_with = "crate::json::required")]
     pub name: String,
     /// Name of an existing ResourceClaim in the pod's namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -349,10 +352,13 @@ pub struct PodExtendedResourceClaimStatus {
 #[serde(rename_all = "camelCase")]
 pub struct ContainerExtendedResourceRequest {
     /// Container name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub container_name: String,
     /// Extended resource name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub resource_name: String,
     /// Request name in the claim.
+    #[serde(deserialize_with = "crate::json::required")]
     pub request_name: String,
 }
 
@@ -361,6 +367,7 @@ pub struct ContainerExtendedResourceRequest {
 #[serde(rename_all = "camelCase")]
 pub struct PodResourceClaimStatus {
     /// The `spec.resourceClaims[].name` this status belongs to.
+    #[serde(deserialize_with = "crate::json::required")]
     pub name: String,
     /// Name of the generated ResourceClaim; unset when no claim was needed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -379,6 +386,7 @@ pub struct ResourceSlice {
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// Slice spec.
+    #[serde(deserialize_with = "crate::json::required")]
     pub spec: ResourceSliceSpec,
 }
 
@@ -387,8 +395,10 @@ pub struct ResourceSlice {
 #[serde(rename_all = "camelCase")]
 pub struct ResourceSliceSpec {
     /// Driver name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub driver: String,
     /// The pool this slice belongs to.
+    #[serde(deserialize_with = "crate::json::required")]
     pub pool: ResourcePool,
     /// Node-local slice: the node it belongs to.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -429,10 +439,13 @@ pub struct ResourceSliceSpec {
 #[serde(rename_all = "camelCase")]
 pub struct ResourcePool {
     /// Pool name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub name: Name,
     /// Generation; consumers use only the highest.
+    #[serde(deserialize_with = "crate::json::required")]
     pub generation: i64,
     /// Number of slices in this generation of the pool.
+    #[serde(deserialize_with = "crate::json::required")]
     pub resource_slice_count: i64,
 }
 
@@ -441,6 +454,7 @@ pub struct ResourcePool {
 #[serde(rename_all = "camelCase")]
 pub struct CounterSet {
     /// Counter-set name, unique in the pool.
+    #[serde(deserialize_with = "crate::json::required")]
     pub name: String,
     /// Counters by name.
     #[serde(default)]
@@ -452,6 +466,7 @@ pub struct CounterSet {
 #[serde(rename_all = "camelCase")]
 pub struct Counter {
     /// Counter value.
+    #[serde(deserialize_with = "crate::json::required")]
     pub value: Quantity,
 }
 
@@ -460,6 +475,7 @@ pub struct Counter {
 #[serde(rename_all = "camelCase")]
 pub struct Device {
     /// Device name, unique in the pool.
+    #[serde(deserialize_with = "crate::json::required")]
     pub name: Name,
     /// Attributes by qualified name (without domain: the driver's domain). The names are
     /// shared: the devices of a driver repeat the same few names, and the plugin stores one copy
@@ -544,6 +560,7 @@ pub struct DeviceSharingAffinity {
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
 pub struct StructuredDeviceConfiguration {
     /// The driver whose devices the attributes are for; names without a domain are in its domain.
+    #[serde(deserialize_with = "crate::json::required")]
     pub driver: String,
     /// Attributes by qualified name.
     #[serde(default)]
@@ -705,6 +722,7 @@ impl DeviceAttribute {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCapacity {
     /// Total capacity.
+    #[serde(deserialize_with = "crate::json::required")]
     pub value: Quantity,
     /// How requests for this capacity are rounded and validated (multi-allocatable devices only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -767,6 +785,7 @@ impl CapacityRequestPolicy {
 #[serde(rename_all = "camelCase")]
 pub struct CapacityRequestPolicyRange {
     /// Minimum.
+    #[serde(deserialize_with = "crate::json::required")]
     pub min: Quantity,
     /// Maximum.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -781,6 +800,7 @@ pub struct CapacityRequestPolicyRange {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceCounterConsumption {
     /// The counter set in the same pool.
+    #[serde(deserialize_with = "crate::json::required")]
     pub counter_set: String,
     /// Amounts consumed per counter.
     #[serde(default)]
@@ -792,11 +812,13 @@ pub struct DeviceCounterConsumption {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceTaint {
     /// Taint key.
+    #[serde(deserialize_with = "crate::json::required")]
     pub key: String,
     /// Taint value.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub value: String,
     /// `None`, `NoSchedule` or `NoExecute`.
+    #[serde(deserialize_with = "crate::json::required")]
     pub effect: String,
     /// When the taint was added (RFC 3339); informational.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -845,6 +867,7 @@ pub struct SharingAffinityExtractor {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceSelector {
     /// CEL selector.
+    #[serde(deserialize_with = "crate::json::required")]
     pub cel: CelDeviceSelector,
 }
 
@@ -853,6 +876,7 @@ pub struct DeviceSelector {
 #[serde(rename_all = "camelCase")]
 pub struct CelDeviceSelector {
     /// The expression; must evaluate to bool.
+    #[serde(deserialize_with = "crate::json::required")]
     pub expression: String,
 }
 
@@ -907,6 +931,7 @@ pub struct DeviceClassConfiguration {
 #[serde(rename_all = "camelCase")]
 pub struct OpaqueDeviceConfiguration {
     /// Driver the parameters are for.
+    #[serde(deserialize_with = "crate::json::required")]
     pub driver: String,
     /// Arbitrary JSON parameters.
     #[serde(default)]
@@ -1012,6 +1037,7 @@ pub struct DeviceClaim {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRequest {
     /// Request name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub name: String,
     /// A request for exactly this kind of device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1030,6 +1056,7 @@ pub struct DeviceRequest {
 #[serde(rename_all = "camelCase")]
 pub struct ExactDeviceRequest {
     /// DeviceClass name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub device_class_name: String,
     /// Additional selectors.
     #[serde(
@@ -1064,8 +1091,10 @@ pub struct ExactDeviceRequest {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceSubRequest {
     /// Subrequest name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub name: String,
     /// DeviceClass name.
+    #[serde(deserialize_with = "crate::json::required")]
     pub device_class_name: String,
     /// Additional selectors.
     #[serde(
@@ -1223,12 +1252,16 @@ pub struct DeviceAllocationResult {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceRequestAllocationResult {
     /// `<req>` or `<req>/<sub>`.
+    #[serde(deserialize_with = "crate::json::required")]
     pub request: Name,
     /// Driver.
+    #[serde(deserialize_with = "crate::json::required")]
     pub driver: Name,
     /// Pool.
+    #[serde(deserialize_with = "crate::json::required")]
     pub pool: Name,
     /// Device.
+    #[serde(deserialize_with = "crate::json::required")]
     pub device: Name,
     /// Allocated with admin access.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -1267,6 +1300,7 @@ pub struct DeviceRequestAllocationResult {
 #[serde(rename_all = "camelCase")]
 pub struct DeviceAllocationConfiguration {
     /// `FromClass` or `FromClaim`.
+    #[serde(deserialize_with = "crate::json::required")]
     pub source: Name,
     /// Requests the config applies to; empty = all.
     #[serde(
@@ -1291,6 +1325,7 @@ pub struct ResourceClaimTemplate {
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// Template spec.
+    #[serde(deserialize_with = "crate::json::required")]
     pub spec: ResourceClaimTemplateSpec,
 }
 
@@ -1318,6 +1353,7 @@ pub struct DeviceTaintRule {
     #[serde(default)]
     pub metadata: ObjectMeta,
     /// Rule spec.
+    #[serde(deserialize_with = "crate::json::required")]
     pub spec: DeviceTaintRuleSpec,
 }
 
@@ -1329,6 +1365,7 @@ pub struct DeviceTaintRuleSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_selector: Option<DeviceTaintSelector>,
     /// The taint put on the matching devices.
+    #[serde(deserialize_with = "crate::json::required")]
     pub taint: DeviceTaint,
 }
 

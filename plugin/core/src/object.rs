@@ -288,10 +288,11 @@ fn collect_at(json: &str, index: &mut usize, parsed: &mut Parsed, depth: usize) 
     let document: Option<Document<'_>> = serde_json::from_str(json).ok();
     if let Some(Document {
         kind: Some(kind),
-        items: Some(items),
+        items,
     }) = &document
-        && (kind == "List" || kind.ends_with("List"))
-        && let Ok(items) = serde_json::from_str::<Vec<&RawValue>>(items.get())
+        && kind.ends_with("List")
+        // `items` absent or `null` is an empty list, as Go decodes a nil slice.
+        && let Ok(items) = items.map_or(Ok(Vec::new()), |i| serde_json::from_str::<Vec<&RawValue>>(i.get()))
     {
         if depth >= MAX_LIST_DEPTH {
             parsed.errors.push(Error::Unidentified {
@@ -341,6 +342,19 @@ struct Head<'a> {
 struct HeadMeta<'a> {
     #[serde(default, borrow)]
     name: Option<Cow<'a, str>>,
+    #[serde(default, borrow)]
+    namespace: Option<Cow<'a, str>>,
+}
+
+/// The kind and `namespace/name` of an object of a kind the plugin uses, from its JSON text,
+/// whether or not the rest of it decodes: what names an object the plugin rejected. `None` for
+/// text that is not a JSON object, another kind, or an object without a name.
+pub fn identify(json: &str) -> Option<(Kind, String)> {
+    let head: Head<'_> = serde_json::from_str(json).ok()?;
+    let kind = Kind::from_name(head.kind.as_deref()?)?;
+    let meta = head.metadata?;
+    let name = meta.name.filter(|n| !n.is_empty())?;
+    Some((kind, object_key(meta.namespace.as_deref().unwrap_or(""), &name)))
 }
 
 /// Decodes one object from its JSON text, as `decode_object(serde_json::from_str(json)?, index)`
@@ -723,14 +737,13 @@ mod tests {
     }
 
     /// The paths and messages of bad fields are the ones the path-tracking deserializer over a
-    /// `Value` gave (serde_path_to_error, the core's decoder before `json::path_at`): every node
-    /// of recorded objects of every kind is replaced by values of the wrong types, and an unknown
-    /// member is added to every object node. The oracle reads structs from maps only, as the
-    /// core does since the twenty-first round (`json::MapsOnly`).
+    /// `Value` gives (serde_path_to_error): every node of recorded objects of every kind is
+    /// replaced by values of the wrong types, and an unknown member is added to every object
+    /// node. The oracle reads through the core's rules for structs and `null` (`json::ApiJson`).
     #[test]
     fn bad_fields_are_named_as_the_path_tracking_decoder_named_them() {
         fn tracked<T: DeserializeOwned>(value: Value, label: &str) -> Result<T, Error> {
-            serde_path_to_error::deserialize(crate::json::MapsOnly(value)).map_err(|e| {
+            serde_path_to_error::deserialize(crate::json::ApiJson::new(value)).map_err(|e| {
                 let path = e.path().to_string();
                 Error::Field {
                     object: label.to_string(),
@@ -796,17 +809,39 @@ mod tests {
                     for w in &wrong {
                         let mut v = item.clone();
                         *v.pointer_mut(p).unwrap() = w.clone();
-                        variants.push(v);
+                        // A `null` struct reads as the struct read from `{}`; when that misses a
+                        // required field, the error has no position of its own and names the
+                        // enclosing object or list, where the oracle names the struct.
+                        let zero_struct = w.is_null() && item.pointer(p).unwrap().is_object();
+                        variants.push((v, zero_struct));
                     }
                     if item.pointer(p).unwrap().is_object() {
                         let mut v = item.clone();
                         v.pointer_mut(p).unwrap()["zzUnknown"] = json!(1);
-                        variants.push(v);
+                        variants.push((v, false));
                     }
                 }
-                for v in variants {
+                for (v, zero_struct) in variants {
                     let (want, got) = (oracle(v.clone()), ours(v.clone()));
-                    assert_eq!(format!("{got:?}"), format!("{want:?}"), "{v}");
+                    match (&want, &got, zero_struct) {
+                        (
+                            Err(Error::Field {
+                                path: inner,
+                                reason: r1,
+                                ..
+                            }),
+                            Err(Error::Field {
+                                path: outer,
+                                reason: r2,
+                                ..
+                            }),
+                            true,
+                        ) => {
+                            assert_eq!(r1, r2, "{v}");
+                            assert!(inner.starts_with(outer.as_str()), "{v}: {outer} encloses {inner}");
+                        }
+                        _ => assert_eq!(format!("{got:?}"), format!("{want:?}"), "{v}"),
+                    }
                     compared += 1;
                     failed += usize::from(got.is_err());
                 }

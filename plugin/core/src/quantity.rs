@@ -498,7 +498,8 @@ impl serde::Serialize for Quantity {
 }
 
 /// Accepts a JSON string (surrounding spaces trimmed, as Go's `UnmarshalJSON` does) or a JSON
-/// number. Integers are exact; other numbers go through their shortest decimal form, so an
+/// number. `null` is refused, where Go reads a zero quantity: docs/CONFORMANCE.md, "Kubernetes
+/// JSON". Integers are exact; other numbers go through their shortest decimal form, so an
 /// exponent written in the JSON number is not kept as the format.
 impl<'de> serde::Deserialize<'de> for Quantity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

@@ -16,7 +16,7 @@ use crate::model::{
     ResourceClaim, ResourceClaimConsumerReference,
 };
 use crate::node_selector;
-use crate::object::object_key;
+use crate::object::{Kind, object_key};
 use crate::quantity::Quantity;
 use crate::status::Status;
 
@@ -144,9 +144,11 @@ impl Plugin {
             .pods
             .get(pod_key)
             .ok_or_else(|| {
-                Status::error(format!(
-                    "pod {pod_key} not found (or bound to a node: only pods without spec.nodeName are scheduled)"
-                ))
+                Status::error(self.rejected.missing(Kind::Pod, pod_key, &format!("pod {pod_key}"), || {
+                    format!(
+                        "pod {pod_key} not found (or bound to a node: only pods without spec.nodeName are scheduled)"
+                    )
+                }))
             })?
             .clone();
         let ns = pod.metadata.namespace.clone();
@@ -183,7 +185,13 @@ impl Plugin {
                 (None, Some(template)) => {
                     let tkey = object_key(&ns, template);
                     let t = self.templates.get(&tkey).ok_or_else(|| {
-                        Status::unresolvable(format!("resource claim template {tkey} not found"))
+                        let what = format!("resource claim template {tkey}");
+                        Status::unresolvable(self.rejected.missing(
+                            Kind::ResourceClaimTemplate,
+                            &tkey,
+                            &what,
+                            || format!("{what} not found"),
+                        ))
                     })?;
                     let mut metadata = t.spec.metadata.clone();
                     metadata.name = name.as_str().into();
@@ -202,8 +210,11 @@ impl Plugin {
                     }
                 }
                 (None, None) => {
-                    return Err(Status::unresolvable(format!(
-                        "waiting for resource claim {key} to be created"
+                    return Err(Status::unresolvable(self.rejected.missing(
+                        Kind::ResourceClaim,
+                        &key,
+                        &format!("resource claim {key}"),
+                        || format!("waiting for resource claim {key} to be created"),
                     )));
                 }
             };
@@ -249,8 +260,14 @@ impl Plugin {
                     .chain(r.first_available.iter().map(|s| s.device_class_name.as_str()));
                 for class in classes {
                     if !self.classes.contains_key(class) {
+                        let missing = self.rejected.missing(
+                            Kind::DeviceClass,
+                            class,
+                            &format!("device class {class}"),
+                            || format!("device class {class} not found"),
+                        );
                         return Err(Status::unresolvable(format!(
-                            "claim {}, request {}: device class {class} not found",
+                            "claim {}, request {}: {missing}",
                             c.key, r.name
                         )));
                     }
@@ -344,7 +361,12 @@ impl Plugin {
             return fail(cycle.status.clone());
         }
         let Some((id, node)) = node else {
-            return fail(Status::unresolvable(format!("node {node_name} not found")));
+            return fail(Status::unresolvable(self.rejected.missing(
+                Kind::Node,
+                node_name,
+                &format!("node {node_name}"),
+                || format!("node {node_name} not found"),
+            )));
         };
         for c in &cycle.claims {
             if let Some(a) = &c.claim.status.allocation
@@ -492,10 +514,14 @@ impl Plugin {
             .derived
             .as_ref()
             .ok_or_else(|| Status::error("internal: slice index missing"))?;
-        let (id, node) = self
-            .nodes
-            .get(node_name)
-            .ok_or_else(|| Status::error(format!("node {node_name} not found")))?;
+        let (id, node) = self.nodes.get(node_name).ok_or_else(|| {
+            Status::error(
+                self.rejected
+                    .missing(Kind::Node, node_name, &format!("node {node_name}"), || {
+                        format!("node {node_name} not found")
+                    }),
+            )
+        })?;
         let cache = d.node_pools.borrow();
         let (pools, candidates) = match cache.get(id as usize) {
             Some(Some(Ok((p, c)))) => (p.as_slice(), c),

@@ -30,7 +30,7 @@ use crate::index::{DeviceKey, Index, NodePool};
 use crate::model::{
     AllocationResult, DeviceClass, DeviceTaintRule, Node, Pod, ResourceClaim, ResourceClaimTemplate,
 };
-use crate::object::{Object, decode_str, object_key, parse_objects};
+use crate::object::{Kind, Object, decode_str, identify, object_key, parse_objects};
 use crate::quantity::Quantity;
 use crate::status::Status;
 use crate::taints::TaintRule;
@@ -38,9 +38,11 @@ use crate::taints::TaintRule;
 mod cycle;
 pub mod extended;
 mod locks;
+mod rejected;
 mod shared;
 
 use locks::Locks;
+use rejected::Rejected;
 use shared::{Claims, NodeStatuses, Slices};
 
 /// Kind of an object event.
@@ -489,6 +491,9 @@ pub struct Plugin {
     /// Warnings not yet taken ([`Plugin::take_warnings`]), and every warning given (each once).
     warnings: Vec<String>,
     warned: HashSet<String>,
+    /// Objects whose last event did not decode, with the error: what Filter and PreFilter say of
+    /// a node or claim they cannot find.
+    rejected: Rejected,
 }
 
 impl Plugin {
@@ -519,6 +524,7 @@ impl Plugin {
             bound_at: HashMap::default(),
             warnings: Vec::new(),
             warned: HashSet::default(),
+            rejected: Rejected::default(),
         })
     }
 
@@ -536,12 +542,18 @@ impl Plugin {
                 serde_json::from_str(object_json).map_err(|e| Error::Json(e.to_string()))?;
             return self.delete(&value);
         }
-        match decode_str(object_json, 0)? {
-            Some(o) => {
+        match decode_str(object_json, 0) {
+            Ok(Some(o)) => {
                 self.upsert(o);
                 Ok(())
             }
-            None => Ok(()),
+            Ok(None) => Ok(()),
+            Err(e) => {
+                if let Some(id) = identify(object_json) {
+                    self.rejected.record(id, e.to_string());
+                }
+                Err(e)
+            }
         }
     }
 
@@ -558,6 +570,7 @@ impl Plugin {
     /// Inserts or replaces a decoded object.
     pub fn upsert(&mut self, object: Object) {
         let key = object.key();
+        self.rejected.forget(object.kind(), &key);
         match object {
             Object::Node(n) => {
                 let id = self.nodes.insert(key, n);
@@ -638,6 +651,9 @@ impl Plugin {
             });
         }
         let key = object_key(ns, name);
+        if let Some(kind) = Kind::from_name(kind_name) {
+            self.rejected.forget(kind, &key);
+        }
         match kind_name {
             "Node" => {
                 if let Some(id) = self.nodes.remove(&key) {
@@ -917,7 +933,55 @@ mod tests {
     use super::{KnownValues, NodeResult, NodeResults, Plugin};
     use crate::Status;
     use crate::index::DeviceKey;
+    use crate::plugin::EventKind;
     use std::sync::Arc;
+
+    /// Objects as Go writes them (`"creationTimestamp": null`, `null` lists) load; an object the
+    /// plugin rejects is named, with its error, by the Filter of its node and the PreFilter of a
+    /// pod that needs it, until an event for it decodes.
+    #[test]
+    fn rejected_objects_are_named_where_a_decision_misses_them() {
+        let mut p = Plugin::new("").unwrap();
+        let go_node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"ok","creationTimestamp":null,"labels":null},"spec":{},"status":{"images":null}}"#;
+        p.apply(EventKind::Add, go_node).unwrap();
+        let bad_node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1","labels":{"a":7}}}"#;
+        let err = p.apply(EventKind::Add, bad_node).unwrap_err().to_string();
+        assert!(
+            err.contains("worker-1") && err.contains("metadata.labels.a"),
+            "{err}"
+        );
+        let bad_claim = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns"},"spec":{"devices":{"requests":[{"name":null}]}}}"#;
+        assert!(p.apply(EventKind::Add, bad_claim).is_err());
+        let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u","creationTimestamp":null},
+            "spec":{"containers":null,"resourceClaims":[{"name":"r","resourceClaimName":"c"}]},"status":{}}"#;
+        p.apply(EventKind::Add, pod).unwrap();
+        let pre = p.prefilter("ns/p");
+        assert_eq!(
+            pre.reason,
+            "resource claim ns/c was rejected: ResourceClaim ns/c: field spec.devices.requests[0].name: invalid type: null, expected a string"
+        );
+        let plain = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"q","namespace":"ns","uid":"v"},"spec":{}}"#;
+        p.apply(EventKind::Add, plain).unwrap();
+        assert!(p.prefilter("ns/q").is_success());
+        let filtered = p.filter("worker-1");
+        assert!(
+            filtered
+                .reason
+                .starts_with("node worker-1 was rejected: Node worker-1: field metadata.labels.a"),
+            "{}",
+            filtered.reason
+        );
+        assert!(p.filter("ok").is_success());
+        assert_eq!(p.filter("gone").reason, "node gone not found");
+        // The node's next event decodes: it is a node like any other.
+        p.apply(
+            EventKind::Add,
+            r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"worker-1"}}"#,
+        )
+        .unwrap();
+        assert!(p.prefilter("ns/q").is_success());
+        assert!(p.filter("worker-1").is_success());
+    }
 
     fn result(rank: u32) -> NodeResult {
         NodeResult {

@@ -1,0 +1,161 @@
+//! Kubernetes JSON as Go writes it decides exactly as the same objects written by the API server.
+//!
+//! Go's `encoding/json` writes a typed object's zero `metav1.Time` as `"creationTimestamp": null`,
+//! a nil slice or map without `omitempty` as `null`, and an empty struct as `{}`; `kubectl create
+//! --dry-run=client -o json` and every Go client that re-encodes an informer's object print the
+//! same. [`go_written`] rewrites a cluster that way (without touching opaque parameters, which are
+//! raw JSON to Go too). Required, for every recorded cycle under `testdata/` on every engine
+//! (native, component, KSWE guest), and for generated clusters on the native engine: the rewritten
+//! cluster loads with no rejected object and gives the same decisions as the original.
+//!
+//! `SA_GO_JSON_SEEDS` (default 40) is the number of generated clusters.
+
+use std::path::Path;
+
+use serde_json::{Map, Value};
+use sharing_affinity_host::artifact;
+use sharing_affinity_host::component::{ComponentPlugin, Limits};
+use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::generate::{Profile, Spec, generate};
+use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
+use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::replay::{Cluster, replay, scenario_dirs};
+use sharing_affinity_host::report;
+
+/// The value rewritten as Go writes typed objects: empty lists and maps become `null`, at every
+/// depth but inside `parameters`.
+fn nulled(value: &mut Value) {
+    match value {
+        Value::Object(map) => {
+            for (key, v) in map.iter_mut() {
+                if key == "parameters" {
+                    continue;
+                }
+                match v {
+                    Value::Array(a) if a.is_empty() => *v = Value::Null,
+                    Value::Object(o) if o.is_empty() => *v = Value::Null,
+                    _ => nulled(v),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(nulled),
+        _ => {}
+    }
+}
+
+/// A cluster (`List`) as a Go program that decoded each object into its typed struct writes it
+/// back: `metadata.creationTimestamp: null` where it was unset, `status: null` where absent,
+/// empty lists and maps as `null` (see [`nulled`]).
+fn go_written(cluster: &str) -> String {
+    let mut list: Value = serde_json::from_str(cluster).expect("a recorded cluster is JSON");
+    for item in list["items"].as_array_mut().expect("a List") {
+        nulled(item);
+        let object = item.as_object_mut().expect("an object");
+        let meta = object
+            .entry("metadata")
+            .or_insert_with(|| Value::Object(Map::new()));
+        if let Some(meta) = meta.as_object_mut() {
+            meta.entry("creationTimestamp").or_insert(Value::Null);
+            meta.entry("deletionTimestamp").or_insert(Value::Null);
+        }
+        object.entry("status").or_insert(Value::Null);
+    }
+    list.to_string()
+}
+
+fn decisions(engine: &mut dyn Engine, cluster: &str, what: &str) -> Value {
+    let cluster = Cluster::parse(cluster).unwrap_or_else(|e| panic!("{what}: {e:#}"));
+    assert!(
+        cluster.invalid.is_empty(),
+        "{what}: objects rejected: {:#?}",
+        cluster.invalid
+    );
+    let replayed = replay(engine, &cluster, &mut || {}).unwrap_or_else(|e| panic!("{what}: {e:#}"));
+    assert!(
+        replayed.rejected.is_empty(),
+        "{what}: the engine rejected: {:#?}",
+        replayed.rejected
+    );
+    report::decisions(&replayed)
+}
+
+fn config(dir: &Path) -> String {
+    std::fs::read_to_string(dir.join("config.json")).unwrap_or_default()
+}
+
+#[test]
+fn every_recorded_cycle_written_by_go_decides_the_same_on_every_engine() {
+    let component = ComponentPlugin::from_file(&artifact::default_component().unwrap()).unwrap();
+    let kswe_path = artifact::default_kswe_module().unwrap();
+    let kswe = KsweModule::new(&artifact::read_kswe_module(&kswe_path).unwrap()).unwrap();
+    let dirs = scenario_dirs();
+    assert!(!dirs.is_empty());
+    let mut nulls = 0;
+    for dir in dirs {
+        let original = std::fs::read_to_string(dir.join("cluster.json")).unwrap();
+        let rewritten = go_written(&original);
+        nulls += rewritten.matches(":null").count();
+        let config = config(&dir);
+        let name = dir.file_name().unwrap().to_string_lossy().into_owned();
+        let engines: [(&str, Box<dyn Fn() -> Box<dyn Engine>>); 3] = [
+            (
+                "native",
+                Box::new(|| Box::new(NativeEngine::new(&config).unwrap())),
+            ),
+            (
+                "component",
+                Box::new(|| Box::new(component.instantiate(&config, Limits::default()).unwrap())),
+            ),
+            (
+                "kswe",
+                Box::new(|| Box::new(KsweEngine::from_module(&kswe, &config).unwrap())),
+            ),
+        ];
+        for (engine, new) in engines {
+            let want = decisions(&mut *new(), &original, &format!("{name} on {engine}"));
+            let got = decisions(
+                &mut *new(),
+                &rewritten,
+                &format!("{name} written by Go on {engine}"),
+            );
+            assert_eq!(got, want, "{name} written by Go decides differently on {engine}");
+        }
+    }
+    assert!(nulls > 1_000, "the rewrite wrote {nulls} nulls");
+}
+
+#[test]
+fn generated_clusters_written_by_go_decide_the_same() {
+    let seeds: u64 = std::env::var("SA_GO_JSON_SEEDS")
+        .ok()
+        .map(|s| s.parse().expect("SA_GO_JSON_SEEDS is a number"))
+        .unwrap_or(40);
+    let profiles = [
+        Profile::Nic,
+        Profile::Gpu,
+        Profile::Fpga,
+        Profile::Rdma,
+        Profile::Plain,
+    ];
+    for seed in 1..=seeds {
+        let spec = Spec {
+            pods: 6,
+            running: 4,
+            profile: profiles[(seed % profiles.len() as u64) as usize],
+            seed,
+            ..Spec::new(3, 3)
+        };
+        let g = generate(&spec).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
+        let want = decisions(
+            &mut NativeEngine::new(&g.config).unwrap(),
+            &g.cluster,
+            &format!("seed {seed}"),
+        );
+        let got = decisions(
+            &mut NativeEngine::new(&g.config).unwrap(),
+            &go_written(&g.cluster),
+            &format!("seed {seed} written by Go"),
+        );
+        assert_eq!(got, want, "seed {seed}: written by Go decides differently");
+    }
+}
