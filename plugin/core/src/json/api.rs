@@ -23,8 +23,8 @@ use std::fmt;
 use std::marker::PhantomData;
 
 use serde::de::{
-    self, Deserialize, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, Unexpected,
-    VariantAccess, Visitor,
+    self, Deserialize, DeserializeSeed, Deserializer, EnumAccess, MapAccess, SeqAccess, VariantAccess,
+    Visitor,
 };
 
 /// `D` reading JSON as the API machinery does (see the module docs).
