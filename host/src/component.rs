@@ -625,6 +625,31 @@ impl Engine for ComponentEngine {
             .map(|l| l.store.data().limiter.peak_memory() as u64)
     }
 
+    fn load_refused(&mut self, objects: &[String]) -> Result<()> {
+        if objects.is_empty() {
+            return Ok(());
+        }
+        let events: Vec<Event> = objects
+            .iter()
+            .map(|object| Event {
+                kind: EventKind::Add,
+                object: object.clone(),
+            })
+            .collect();
+        // The plugin rejects each one (and records it): the errors are the ones already listed.
+        let _rejected = self
+            .call("update", |l| l.plugin.call_update(&mut l.store, &events))
+            .map_err(|status| {
+                format_err!(
+                    "handing over {} rejected objects: {}",
+                    objects.len(),
+                    status.reason
+                )
+            })?;
+        self.journal.push(Entry::Events(events));
+        Ok(())
+    }
+
     fn load(&mut self, objects: &[Object]) -> Result<Vec<String>> {
         // In batches of about LOAD_BATCH_BYTES of JSON: a batch's events are copied into the
         // guest's linear memory, which never shrinks, so one batch of a whole 5,000-node cluster

@@ -13,6 +13,18 @@ pub trait Engine {
     fn name(&self) -> &'static str;
     /// Loads objects as `Add` events; returns one message per object the plugin rejected.
     fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>>;
+    /// Hands the plugin, as `Add` events, objects (JSON text) that it rejects: it records them,
+    /// and names them where a decision misses them ("node worker-1 was rejected: ...").
+    /// The default takes none: an engine that has no way to hand them over says so.
+    fn load_refused(&mut self, objects: &[String]) -> wasmtime::Result<()> {
+        match objects.len() {
+            0 => Ok(()),
+            n => Err(wasmtime::format_err!(
+                "the {} engine cannot hand the plugin the {n} objects it rejects",
+                self.name()
+            )),
+        }
+    }
     /// PreFilter for the pod `namespace/name`.
     fn prefilter(&mut self, pod: &str) -> Status;
     /// Filter for one node.

@@ -17,7 +17,9 @@
 //!
 //! Exit status: 0 when the replay ran (whatever it decided), 1 for unreadable input, a plugin that
 //! fails to load, an invalid configuration or a failure while loading the objects, 2 for usage errors.
-//! `audit`, and `replay --audit`, exit with 3 when the auditor finds a violation.
+//! `audit`, and `replay --audit`, exit with 3 when the auditor finds a violation. `replay` exits
+//! with 4 when it ran but objects were rejected (each is listed): its decisions are then those of
+//! a cluster without them.
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -229,17 +231,38 @@ enum Output {
     Json,
 }
 
+/// How a command that ran ends.
+enum Verdict {
+    /// Exit status 0.
+    Clean,
+    /// The auditor found violations: 3.
+    Violations,
+    /// The replay ran, but objects were rejected: 4.
+    Rejected,
+}
+
+impl Verdict {
+    fn from_clean(clean: bool) -> Verdict {
+        if clean {
+            Verdict::Clean
+        } else {
+            Verdict::Violations
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let result = match cli.command {
         Command::Replay(args) => run_replay(&args),
-        Command::Generate(args) => run_generate(&args).map(|()| true),
-        Command::Simulate(args) => run_simulate(&args).map(|()| true),
-        Command::Audit(args) => run_audit(&args),
+        Command::Generate(args) => run_generate(&args).map(|()| Verdict::Clean),
+        Command::Simulate(args) => run_simulate(&args).map(|()| Verdict::Clean),
+        Command::Audit(args) => run_audit(&args).map(Verdict::from_clean),
     };
     match result {
-        Ok(true) => ExitCode::SUCCESS,
-        Ok(false) => ExitCode::from(3),
+        Ok(Verdict::Clean) => ExitCode::SUCCESS,
+        Ok(Verdict::Violations) => ExitCode::from(3),
+        Ok(Verdict::Rejected) => ExitCode::from(4),
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::FAILURE
@@ -273,8 +296,9 @@ fn read_config(path: Option<&Path>) -> Result<String> {
     }
 }
 
-/// Runs `replay`; `Ok(false)` when `--audit` found violations.
-fn run_replay(args: &ReplayArgs) -> Result<bool> {
+/// Runs `replay`: [`Verdict::Violations`] when `--audit` finds any, else [`Verdict::Rejected`]
+/// when objects were rejected.
+fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
     let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
     let cluster = Cluster::from_file(&cluster_path)?;
     let config = read_config(config_path.as_deref())?;
@@ -317,7 +341,7 @@ fn run_replay(args: &ReplayArgs) -> Result<bool> {
             Output::Json => println!("{}", report::to_json_text(&result, true)),
             Output::Table => print!("{}", report::table(&result, args.explain)),
         }
-        return Ok(true);
+        return Ok(rejected_or_clean(&result));
     };
     for claim in &trail.unplaced {
         eprintln!("warning: audit: bind returned an allocation for unknown claim {claim}");
@@ -333,7 +357,18 @@ fn run_replay(args: &ReplayArgs) -> Result<bool> {
             print!("{}", audit::findings_table(&trail.findings));
         }
     }
-    Ok(trail.findings.is_empty())
+    match trail.findings.is_empty() {
+        true => Ok(rejected_or_clean(&result)),
+        false => Ok(Verdict::Violations),
+    }
+}
+
+fn rejected_or_clean(result: &sharing_affinity_host::replay::Replay) -> Verdict {
+    if result.rejected.is_empty() {
+        Verdict::Clean
+    } else {
+        Verdict::Rejected
+    }
 }
 
 fn run_generate(args: &GenerateArgs) -> Result<()> {

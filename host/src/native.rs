@@ -48,6 +48,14 @@ impl Engine for NativeEngine {
         Ok(rejected)
     }
 
+    fn load_refused(&mut self, objects: &[String]) -> wasmtime::Result<()> {
+        for object in objects {
+            // The plugin rejects it (and records it): the error is the one already listed.
+            let _rejected = self.plugin.apply(EventKind::Add, object);
+        }
+        Ok(())
+    }
+
     fn prefilter(&mut self, pod: &str) -> Status {
         self.pod = pod.to_string();
         self.plugin.prefilter(pod)

@@ -20,7 +20,9 @@ use serde_json::value::RawValue;
 use sharing_affinity_core::Status;
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::object_key;
-use sharing_affinity_core::object::{MAX_INPUT_BYTES, Object, Parsed, collect, parse_objects};
+use sharing_affinity_core::object::{
+    Kind, MAX_INPUT_BYTES, Object, Parsed, collect, identify, parse_objects,
+};
 use sharing_affinity_core::plugin::{ClaimAllocation, extended};
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
@@ -34,9 +36,14 @@ pub struct Cluster {
     pub objects: Vec<Object>,
     /// Objects that failed to decode, one message each (they are not loaded).
     pub invalid: Vec<String>,
+    /// The JSON text of each object that failed to decode but names its kind and name: the
+    /// replay hands these to the engine as well, whose plugin rejects them and then names them
+    /// where a decision misses them.
+    pub refused: Vec<String>,
     /// Objects of kinds the plugin does not use (Namespaces, Events...), counted by kind.
     pub ignored: BTreeMap<String, usize>,
-    /// Node names, sorted.
+    /// Node names, sorted: those of the Nodes that decoded and of those that did not (the
+    /// scheduler knows a node whatever the plugin made of it).
     pub nodes: Vec<String>,
     /// Pending pods (`namespace/name`) in scheduling order.
     pub pending: Vec<String>,
@@ -62,10 +69,16 @@ impl Cluster {
                 _ => {}
             }
         }
+        nodes.extend(parsed.refused.iter().filter_map(|json| match identify(json) {
+            Some((Kind::Node, name)) => Some(name),
+            _ => None,
+        }));
         nodes.sort();
+        nodes.dedup();
         pending.sort();
         Ok(Cluster {
             invalid: parsed.errors.iter().map(ToString::to_string).collect(),
+            refused: parsed.refused,
             ignored: parsed.ignored,
             objects: parsed.objects,
             nodes,
@@ -239,6 +252,10 @@ pub fn replay_with(
             .load(&cluster.objects)
             .context("loading the cluster into the plugin")?,
     );
+    // Listed above already, from the decoding that found them.
+    engine
+        .load_refused(&cluster.refused)
+        .context("handing the plugin the objects it rejects")?;
     let mut samples = Samples::default();
     let mut pods: Vec<PodOutcome> = Vec::with_capacity(cluster.pending.len());
     // The pod (index into `pods`) whose binding cycle waits, and its node.

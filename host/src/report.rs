@@ -296,6 +296,9 @@ fn devices(pod: &PodOutcome) -> String {
         for n in &pod.nodes {
             *counts.entry(n.status.code.as_str()).or_default() += 1;
         }
+        if counts.is_empty() {
+            return "(no node fits: the cluster has no nodes)".into();
+        }
         let counts: Vec<String> = counts.iter().map(|(code, n)| format!("{n} {code}")).collect();
         return format!("(no node fits: {})", counts.join(", "));
     }

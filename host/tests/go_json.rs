@@ -1,4 +1,5 @@
-//! Kubernetes JSON as Go writes it decides exactly as the same objects written by the API server.
+//! Kubernetes JSON as Go writes it decides exactly as the same objects written by the API server,
+//! and an object the plugin rejects is named where a decision misses it.
 //!
 //! Go's `encoding/json` writes a typed object's zero `metav1.Time` as `"creationTimestamp": null`,
 //! a nil slice or map without `omitempty` as `null`, and an empty struct as `{}`; `kubectl create
@@ -157,5 +158,40 @@ fn generated_clusters_written_by_go_decide_the_same() {
             &format!("seed {seed} written by Go"),
         );
         assert_eq!(got, want, "seed {seed}: written by Go decides differently");
+    }
+}
+
+/// A Node the plugin rejects is still a node to the scheduler: every engine lists the rejection
+/// and names it, with its error, in that node's Filter status; a Node written by Go beside it
+/// (`"creationTimestamp": null`) is a node like any other.
+#[test]
+fn a_rejected_node_is_named_in_its_filter_status_on_every_engine() {
+    const CLUSTER: &str = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"v1","kind":"Node","metadata":{"name":"node-1","creationTimestamp":null,"labels":{"a":7}}},
+      {"apiVersion":"v1","kind":"Node","metadata":{"name":"node-2","creationTimestamp":null,"labels":null}},
+      {"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u1","creationTimestamp":null},
+       "spec":{"containers":null,"resourceClaims":null},"status":{}}]}"#;
+    let error = "Node node-1: field metadata.labels.a: invalid type: integer `7`, expected a string";
+    let component = ComponentPlugin::from_file(&artifact::default_component().unwrap()).unwrap();
+    let kswe_path = artifact::default_kswe_module().unwrap();
+    let kswe = KsweModule::new(&artifact::read_kswe_module(&kswe_path).unwrap()).unwrap();
+    let cluster = Cluster::parse(CLUSTER).unwrap();
+    assert_eq!(cluster.nodes, ["node-1", "node-2"]);
+    let engines: [Box<dyn Engine>; 3] = [
+        Box::new(NativeEngine::new("").unwrap()),
+        Box::new(component.instantiate("", Limits::default()).unwrap()),
+        Box::new(KsweEngine::from_module(&kswe, "").unwrap()),
+    ];
+    for mut engine in engines {
+        let r = replay(&mut *engine, &cluster, &mut || {}).unwrap();
+        assert_eq!(r.rejected, [error], "{}", engine.name());
+        let pod = &r.pods[0];
+        assert_eq!(pod.node.as_deref(), Some("node-2"), "{}", engine.name());
+        assert_eq!(
+            pod.nodes[0].status.reason,
+            format!("node node-1 was rejected: {error}"),
+            "{}",
+            engine.name()
+        );
     }
 }

@@ -336,6 +336,14 @@ impl Engine for KsweEngine {
         self.host.take_logs().iter().map(log_line).collect()
     }
 
+    fn load_refused(&mut self, objects: &[String]) -> wasmtime::Result<()> {
+        let mut cluster = self.host.cluster();
+        for object in objects {
+            cluster.store.add_refused(object);
+        }
+        Ok(())
+    }
+
     fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>> {
         let mut cluster = self.host.cluster();
         Ok(objects

@@ -226,7 +226,15 @@ pub fn decode_cluster_events(bytes: &[u8]) -> Vec<ClusterEvent> {
 fn node_bytes(caller: &mut C<'_>, name: &str) -> Option<Arc<Vec<u8>>> {
     let shared = caller.data().shared.clone();
     let mut cluster = shared.cluster();
-    let rev = cluster.store.modified(Kind::Node, name)?;
+    let Some(rev) = cluster.store.modified(Kind::Node, name) else {
+        // A node the plugin rejected: the framework knows it, here by its name only.
+        if !cluster.store.is_refused_node(name) {
+            return None;
+        }
+        let mut node = sharing_affinity_core::model::Node::default();
+        node.metadata.name = name.into();
+        return Some(Arc::new(proto::node_to_proto(&node).ok()?.encode_to_vec()));
+    };
     if let Some((r, bytes)) = cluster.node_bytes.get(name)
         && *r == rev
     {

@@ -69,6 +69,9 @@ struct Tombstone {
 enum Slot {
     Live((Kind, String)),
     Deleted((Kind, String)),
+    /// An object the plugin rejects, as its JSON text: the feed carries it as `ADDED`, as an
+    /// informer would.
+    Refused(String),
 }
 
 /// A pending allocation: reserved by a pod, not yet written.
@@ -89,6 +92,8 @@ pub struct ObjectStore {
     tombstones: BTreeMap<(Kind, String), Tombstone>,
     by_revision: BTreeMap<u64, Slot>,
     pending: BTreeMap<String, Pending>,
+    /// Names of the Nodes among the refused objects ([`ObjectStore::add_refused`]).
+    refused_nodes: std::collections::BTreeSet<String>,
 }
 
 impl Default for ObjectStore {
@@ -100,6 +105,7 @@ impl Default for ObjectStore {
             tombstones: BTreeMap::new(),
             by_revision: BTreeMap::new(),
             pending: BTreeMap::new(),
+            refused_nodes: Default::default(),
         }
     }
 }
@@ -226,6 +232,22 @@ impl ObjectStore {
             entry.json = json;
         }
         self.by_revision.insert(rev, Slot::Live(id.clone()));
+    }
+
+    /// Adds an object that does not decode (its JSON text) to the feed, for the guest to reject
+    /// and record. Nodes among them are listed by [`ObjectStore::refused_nodes`].
+    pub fn add_refused(&mut self, json: &str) {
+        let rev = self.bump();
+        if let Some((Kind::Node, name)) = sharing_affinity_core::object::identify(json) {
+            self.refused_nodes.insert(name);
+        }
+        self.by_revision.insert(rev, Slot::Refused(json.to_string()));
+    }
+
+    /// Whether `name` is a Node that was added by [`ObjectStore::add_refused`] and not since as
+    /// an object: the scheduler's framework knows it, by name only.
+    pub fn is_refused_node(&self, name: &str) -> bool {
+        self.refused_nodes.contains(name) && !self.entries.contains_key(&(Kind::Node, name.to_string()))
     }
 
     /// The object with that kind and key.
@@ -557,6 +579,7 @@ impl ObjectStore {
                         .is_some_and(|c| t.created <= c)
                         .then_some(("DELETED", &t.json))
                 }
+                Slot::Refused(json) => Some(("ADDED", json)),
             };
             let Some((kind, json)) = event else {
                 continue;

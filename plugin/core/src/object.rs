@@ -241,6 +241,10 @@ pub struct Parsed {
     pub errors: Vec<Error>,
     /// Objects of other kinds (Namespaces, Events, Deployments...) by kind: not used.
     pub ignored: BTreeMap<String, usize>,
+    /// The JSON text of each object in `errors` whose kind and name could be read
+    /// ([`identify`]): a host that hands objects to the plugin itself hands these over too, so
+    /// that the plugin says they were rejected where a decision misses them.
+    pub refused: Vec<String>,
 }
 
 /// Parses a JSON document holding one object, a `List` of objects, or a stream of either.
@@ -321,7 +325,12 @@ fn collect_at(json: &str, index: &mut usize, parsed: &mut Parsed, depth: usize) 
             };
             *parsed.ignored.entry(kind.unwrap_or_default()).or_default() += 1;
         }
-        Err(e) => parsed.errors.push(e),
+        Err(e) => {
+            if identify(json).is_some() {
+                parsed.refused.push(json.to_string());
+            }
+            parsed.errors.push(e);
+        }
     }
 }
 
