@@ -684,6 +684,7 @@ mod tests {
         Cluster {
             objects: Vec::new(),
             invalid: vec!["bad object".into()],
+            refused: Vec::new(),
             ignored: BTreeMap::new(),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),
             pending: vec!["ns/p".into()],

@@ -80,6 +80,9 @@ fn decisions(engine: &mut dyn Engine, cluster: &str, what: &str) -> Value {
     report::decisions(&replayed)
 }
 
+/// Makes a fresh engine.
+type NewEngine<'a> = Box<dyn Fn() -> Box<dyn Engine> + 'a>;
+
 fn config(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("config.json")).unwrap_or_default()
 }
@@ -98,7 +101,7 @@ fn every_recorded_cycle_written_by_go_decides_the_same_on_every_engine() {
         nulls += rewritten.matches(":null").count();
         let config = config(&dir);
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
-        let engines: [(&str, Box<dyn Fn() -> Box<dyn Engine>>); 3] = [
+        let engines: [(&str, NewEngine<'_>); 3] = [
             (
                 "native",
                 Box::new(|| Box::new(NativeEngine::new(&config).unwrap())),
