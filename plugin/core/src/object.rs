@@ -863,6 +863,24 @@ mod tests {
         );
     }
 
+    /// A `List` whose `items` is `null` (a nil slice, as Go writes it) or absent holds nothing:
+    /// no object, no error, no ignored kind.
+    #[test]
+    fn a_list_with_null_items_is_empty() {
+        for json in [
+            r#"{"apiVersion":"v1","kind":"List","items":null}"#,
+            r#"{"apiVersion":"v1","kind":"List","metadata":{"resourceVersion":""}}"#,
+            r#"{"kind":"List","items":[{"kind":"NodeList","items":null}]}"#,
+        ] {
+            let parsed = parse_objects(json).unwrap();
+            assert_eq!(
+                (parsed.objects.len(), parsed.errors.len(), parsed.ignored.len()),
+                (0, 0, 0),
+                "{json}"
+            );
+        }
+    }
+
     #[test]
     fn unknown_fields_are_ignored() {
         let parsed = parse_objects(
