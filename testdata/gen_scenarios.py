@@ -470,6 +470,59 @@ def structured_vs_cel():
     write(c, name)
 
 
+# ------------------------------------------------------------------------------------------------
+# Searches that cannot succeed: counting proves two of them impossible at once, a step budget
+# (upstream's Filter timeout) ends the third
+# ------------------------------------------------------------------------------------------------
+def search_bound_slots():
+    """One pod with 17 one-slot claims over two NICs of 8 slots: 17 > 16, by counting."""
+    name = "search-bound-17-one-slot-claims-on-16-slots"
+    c = Cluster(name)
+    nic_class(c)
+    nic_node(c, "worker-1", [nic("eth1", 8, 0), nic("eth2", 8, 1)], [extractor({"subnet": SUBNET_EXPR})])
+    c.template("tenant-x", "nic-subnet-x", [nic_request()], [nic_config("subnet-x")])
+    c.pod("tenant-x", "many-nics", [("nic-%02d" % n, "template", "nic-subnet-x") for n in range(17)], created=0)
+    c.pod("tenant-x", "one-nic", [("nic", "template", "nic-subnet-x")], created=1)
+    write(c, name)
+
+
+def plain_devices(count, group_size):
+    """Dedicated devices `d00`..., with a `group` attribute shared by `group_size` devices in turn."""
+    return [device("d%02d" % n, attributes={"gpu.example.com/group": i(n // group_size)}, multi=False)
+            for n in range(count)]
+
+
+def search_bound_count():
+    """A claim for 28 devices where 27 exist, by counting; a claim for 27 fits."""
+    name = "search-bound-count-28-of-27-dedicated"
+    c = Cluster(name)
+    c.device_class("gpu.example.com", ['device.driver == "gpu.example.com"'])
+    c.node("worker-1")
+    c.device_slice("worker-1", "gpu.example.com", plain_devices(27, 1), "q8m2x", count=1)
+    c.template("ml", "gpus-28", [exact("gpus", "gpu.example.com", count=28)])
+    c.template("ml", "gpus-27", [exact("gpus", "gpu.example.com", count=27)])
+    c.pod("ml", "train-28", [("gpus", "template", "gpus-28")], created=0)
+    c.pod("ml", "train-27", [("gpus", "template", "gpus-27")], created=1)
+    write(c, name)
+
+
+def search_budget():
+    """13 devices with distinct groups where 12 groups exist (3 devices each): counting cannot
+    tell, the search would try 3^12 ways; the step budget ends it as upstream's Filter timeout."""
+    name = "search-budget-13-distinct-of-12-groups-times-out"
+    c = Cluster(name)
+    c.device_class("gpu.example.com", ['device.driver == "gpu.example.com"'])
+    c.node("worker-1")
+    c.device_slice("worker-1", "gpu.example.com", plain_devices(36, 3), "w3k9z", count=1)
+    t = c.template("ml", "distinct-13", [exact("gpus", "gpu.example.com", count=13)])
+    t["spec"]["spec"]["devices"]["constraints"] = [{"distinctAttribute": "gpu.example.com/group"}]
+    t = c.template("ml", "distinct-12", [exact("gpus", "gpu.example.com", count=12)])
+    t["spec"]["spec"]["devices"]["constraints"] = [{"distinctAttribute": "gpu.example.com/group"}]
+    c.pod("ml", "spread-13", [("gpus", "template", "distinct-13")], created=0)
+    c.pod("ml", "spread-12", [("gpus", "template", "distinct-12")], created=1)
+    write(c, name)
+
+
 def main():
     nic_16_slots("nic-subnet-16-slots-17th-opens-eth2", True)
     nic_16_slots("config-extractors-nic-subnet-16-slots", False)
@@ -488,6 +541,9 @@ def main():
     conflicting()
     racy_placeholder()
     structured_vs_cel()
+    search_bound_slots()
+    search_bound_count()
+    search_budget()
     gen_recorded.main()
 
 

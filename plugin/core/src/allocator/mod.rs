@@ -10,6 +10,7 @@
 //! `Ok(None)` means "does not fit on this node"; `Err` is bad input that aborts the attempt (a
 //! CEL error, a missing class, a constraint that `All` mode cannot satisfy...).
 
+mod bounds;
 mod devmap;
 mod gate;
 mod order;
@@ -35,6 +36,18 @@ use crate::quantity::Quantity;
 
 /// Upstream `AllocationResultsMaxSize`: at most 32 devices per claim.
 pub const MAX_RESULTS_PER_CLAIM: usize = 32;
+
+/// The devices one allocation call may try (each candidate that passes the selectors is a
+/// step). Upstream bounds the same exponential search with the Filter timeout
+/// (`DRASchedulerFilterTimeout`, 10 s); a count of steps gives every engine the same decision
+/// whatever its speed. A search that runs out is [`AllocOutcome::TimedOut`]. The figure keeps
+/// the slowest engine well under 100 ms per node (docs/RELIABILITY.md); real searches take a
+/// few dozen steps.
+pub const MAX_STEPS: u32 = 50_000;
+
+/// Steps after which the counting bounds ([`bounds`]) are checked once: a search that ends
+/// sooner needs none, so the common Filter call never counts.
+const BOUNDS_AFTER: u32 = 64;
 
 /// State of devices already allocated (or in flight) outside this call.
 #[derive(Clone, Debug, Default)]
@@ -310,6 +323,8 @@ pub enum AllocOutcome {
     Allocated(Allocation),
     /// Does not fit; the notes say why (affinity rejections first).
     Unfit(Vec<String>),
+    /// The search tried [`MAX_STEPS`] devices without an answer: upstream's Filter timeout.
+    TimedOut,
 }
 
 /// A successful allocation call in compact form: the devices chosen per claim and the
@@ -390,6 +405,8 @@ pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
     let done = match a.allocate_one(Pos::default(), false, 0) {
         Ok(done) => done,
         Err(Stop::MaxSize) => false,
+        Err(Stop::Short(why)) => return Ok(AllocOutcome::Unfit(vec![why])),
+        Err(Stop::Budget) => return Ok(AllocOutcome::TimedOut),
         Err(Stop::Fatal(e)) => return Err(e),
     };
     if !done {
@@ -460,8 +477,15 @@ struct Pos {
     device: usize,
 }
 
+/// Why a search stops before it has tried everything.
 enum Stop {
+    /// A claim would get more than [`MAX_RESULTS_PER_CLAIM`] devices.
     MaxSize,
+    /// Counting proves the claims cannot fit ([`Allocator::shortfall`]), for this reason.
+    Short(String),
+    /// [`MAX_STEPS`] devices tried.
+    Budget,
+    /// Bad input.
     Fatal(String),
 }
 
@@ -599,6 +623,25 @@ struct Allocator<'a> {
     /// The call's own state, in the cycle's buffers (borrowed for the call, emptied when it
     /// ends: the next call of the cycle finds them empty, with their capacity).
     scratch: std::cell::RefMut<'a, Scratch>,
+    /// Devices tried so far ([`MAX_STEPS`]).
+    steps: u32,
+}
+
+impl Allocator<'_> {
+    /// Counts one device tried: checks the counting bounds once at [`BOUNDS_AFTER`] steps, and
+    /// stops the search at [`MAX_STEPS`].
+    fn step(&mut self) -> Result<(), Stop> {
+        self.steps += 1;
+        if self.steps == BOUNDS_AFTER
+            && let Some(why) = self.shortfall()?
+        {
+            return Err(Stop::Short(why));
+        }
+        if self.steps > MAX_STEPS {
+            return Err(Stop::Budget);
+        }
+        Ok(())
+    }
 }
 
 impl Drop for Allocator<'_> {

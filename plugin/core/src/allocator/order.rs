@@ -5,8 +5,9 @@ use crate::affinity::LockState;
 use crate::index::DevIdx;
 
 /// A candidate order of one request: the node's candidates in first-fit order, or a range of
-/// the call's order buffer ([`Allocator::order_buf`]). Positions in it stay valid for the whole
-/// call: the buffer only grows while the call runs.
+/// the call's order buffer (`Scratch::order_buf`). Valid while the level of the search that
+/// computed it runs: a level drops the orders computed below it when it returns
+/// ([`Allocator::order_truncate`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Order {
     /// [`Allocator::cands`] as they are.
@@ -15,7 +16,23 @@ pub(super) enum Order {
     Buf { start: usize, len: usize },
 }
 
+/// The lengths of the order buffer and of the order cache at a level of the search.
+#[derive(Clone, Copy)]
+pub(super) struct OrderMark(usize, usize);
+
 impl<'a> Allocator<'a> {
+    /// Where the orders stand now.
+    pub(super) fn order_mark(&self) -> OrderMark {
+        OrderMark(self.scratch.order_buf.len(), self.scratch.order.len())
+    }
+
+    /// Drops the orders computed since `mark` (a persistent order dropped is computed again when
+    /// it is needed).
+    pub(super) fn order_truncate(&mut self, mark: OrderMark) {
+        self.scratch.order_buf.truncate(mark.0);
+        self.scratch.order.truncate(mark.1);
+    }
+
     /// Candidate order for a request: devices already locked to the values the request wants come
     /// first (consolidation), persistent locks and this call's tentative locks alike; otherwise
     /// first-fit order.

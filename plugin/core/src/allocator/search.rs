@@ -46,7 +46,7 @@ impl<'a> Allocator<'a> {
     }
 
     /// The device's allocated state outside this call.
-    fn device_use(&self, d: DevIdx) -> &'a DeviceUse {
+    pub(super) fn device_use(&self, d: DevIdx) -> &'a DeviceUse {
         static UNUSED: DeviceUse = DeviceUse {
             dedicated: false,
             shared: false,
@@ -133,6 +133,7 @@ impl<'a> Allocator<'a> {
         }
         if all {
             let d = rd.all_devices[r.device];
+            self.step()?;
             let Some(undo) = self.allocate_device(r, d, true)? else {
                 return Ok(false);
             };
@@ -149,6 +150,18 @@ impl<'a> Allocator<'a> {
             }
             return done;
         }
+        // The orders computed below this level (the deeper levels' tentative orders) are
+        // dropped when this level returns, so the buffer holds one order per level of the
+        // search, however long it backtracks.
+        let mark = self.order_mark();
+        let done = self.try_devices(r, in_sub, start);
+        self.order_truncate(mark);
+        done
+    }
+
+    /// The device loop of [`Allocator::allocate_one`] for an `ExactCount` request: each
+    /// candidate from position `start` of the request's order, then the rest of the search.
+    fn try_devices(&mut self, r: Pos, in_sub: bool, start: usize) -> Result<bool, Stop> {
         let order = self.order_for(r.claim, r.request, r.sub);
         for pos in start..self.order_len(order) {
             let d = self.order_at(order, pos);
@@ -169,6 +182,7 @@ impl<'a> Allocator<'a> {
             if !selectable(self.input, rd, d)? {
                 continue;
             }
+            self.step()?;
             let Some(undo) = self.allocate_device(r, d, false)? else {
                 continue;
             };
@@ -460,7 +474,7 @@ impl Need {
 /// Calls `f` with what request `rd` needs of a device whose capacity map is `caps`: from the
 /// request's memo when `caps` is the first shape the request met ([`ReqData::need_first`]), else
 /// computed (the request's capacities are looked up only then).
-fn with_need<R>(
+pub(super) fn with_need<R>(
     input: &Input<'_>,
     rd: &ReqData,
     caps: &Arc<Map<String, DeviceCapacity>>,

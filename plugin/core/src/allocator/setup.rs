@@ -35,6 +35,7 @@ impl<'a> Allocator<'a> {
             results: SmallVec::with_capacity(input.claims.len()),
             counters: CounterState::default(),
             scratch,
+            steps: 0,
         }
     }
 

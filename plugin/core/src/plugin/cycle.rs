@@ -465,6 +465,7 @@ impl Plugin {
                 }
                 fail(Status::unschedulable(reason))
             }
+            Ok(AllocOutcome::TimedOut) => fail(Status::unresolvable("timed out trying to allocate devices")),
             Err(e) if e.starts_with("invalid resource pool") => fail(Status::unschedulable(e)),
             Err(e) => fail(Status::error(e)),
         }
