@@ -5,12 +5,14 @@
 //! `core-module` (the KSWE core module in the KSWE host, objects through `sharing-affinity.dra/v1`);
 //! the differences are the wasm and ABI overheads. Each group has `filter/<scenario>`: one filter call on one
 //! node per iteration (cycling through the scenario's nodes), its verdict checked against
-//! `expected.json` inside the loop.
+//! `expected.json` inside the loop; and `search/<scenario>` for the scenarios whose first pod
+//! cannot fit (`search-*`: counting bounds, the step budget): a whole cycle per iteration
+//! (PreFilter, then Filter on the node, which searches anew), the worst case a node can cost.
 
 use std::time::{Duration, Instant};
 
 use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
-use sharing_affinity_benches::{Scenario, filter_checked, prepare, scenarios};
+use sharing_affinity_benches::{Scenario, cycle, filter_checked, prepare, scenarios};
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
@@ -44,6 +46,13 @@ fn bench_group(
         g.bench_function(BenchmarkId::new("filter", &scenario.name), |b| {
             b.iter_custom(|iters| filter_loop(engine.as_mut(), scenario, iters))
         });
+        if scenario.name.starts_with("search-") {
+            let (pod, nodes) = &scenario.first_pod;
+            let nodes: Vec<String> = nodes.iter().map(|(n, _)| n.clone()).collect();
+            g.bench_function(BenchmarkId::new("search", &scenario.name), |b| {
+                b.iter(|| assert_eq!(cycle(engine.as_mut(), pod, &nodes), None, "{pod} fits nowhere"))
+            });
+        }
     }
     g.finish();
 }
