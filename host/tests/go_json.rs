@@ -198,3 +198,81 @@ fn a_rejected_node_is_named_in_its_filter_status_on_every_engine() {
         );
     }
 }
+
+/// A claim the plugin rejects (here: a version it does not read) still holds the device its
+/// allocation names: with its config unread the shared device is Unreconstructable, so a claim
+/// of another subnet never shares it, on every engine; the device is free again once the claim
+/// is deleted.
+#[test]
+fn a_rejected_claim_keeps_holding_its_device_on_every_engine() {
+    let nic = |name: &str| {
+        format!(
+            r#"{{"name":"{name}","allowMultipleAllocations":true,
+            "capacity":{{"example.com/slots":{{"value":"4"}}}}}}"#
+        )
+    };
+    let subnet =
+        |s: &str| format!(r#"{{"opaque":{{"driver":"example.com","parameters":{{"subnet":"{s}"}}}}}}"#);
+    let request = r#"{"name":"nic","exactly":{"deviceClassName":"nic","capacity":{"requests":{"example.com/slots":"1"}}}}"#;
+    let cluster = format!(
+        r#"{{"apiVersion":"v1","kind":"List","items":[
+      {{"apiVersion":"v1","kind":"Node","metadata":{{"name":"n1"}}}},
+      {{"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{{"name":"nic"}},"spec":{{}}}},
+      {{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{{"name":"n1-nics"}},
+        "spec":{{"driver":"example.com","nodeName":"n1","pool":{{"name":"n1","generation":1,"resourceSliceCount":1}},
+                "devices":[{eth1},{eth2}],"sharingAffinity":[{{"cel":{{"subnet":"object.subnet"}}}}]}}}},
+      {{"apiVersion":"resource.k8s.io/v1beta2","kind":"ResourceClaim","metadata":{{"name":"old","namespace":"ns","uid":"u-old"}},
+        "spec":{{"devices":{{"requests":[{request}],"config":[{b}]}}}},
+        "status":{{"allocation":{{"devices":{{"results":[{{"request":"nic","driver":"example.com","pool":"n1","device":"eth1",
+          "shareID":"00000000-0000-4000-8000-000000000001","consumedCapacity":{{"example.com/slots":"1"}}}}]}},
+          "nodeSelector":{{"nodeSelectorTerms":[{{"matchFields":[{{"key":"metadata.name","operator":"In","values":["n1"]}}]}}]}}}},
+          "reservedFor":[{{"resource":"pods","name":"old-pod","uid":"u-old-pod"}}]}}}},
+      {{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{{"name":"new","namespace":"ns","uid":"u-new"}},
+        "spec":{{"devices":{{"requests":[{request}],"config":[{a}]}}}}}},
+      {{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p","namespace":"ns","uid":"u-p"}},
+        "spec":{{"resourceClaims":[{{"name":"nic","resourceClaimName":"new"}}]}}}}]}}"#,
+        eth1 = nic("eth1"),
+        eth2 = nic("eth2"),
+        a = subnet("subnet-a"),
+        b = subnet("subnet-b"),
+    );
+    let component = ComponentPlugin::from_file(&artifact::default_component().unwrap()).unwrap();
+    let kswe_path = artifact::default_kswe_module().unwrap();
+    let kswe = KsweModule::new(&artifact::read_kswe_module(&kswe_path).unwrap()).unwrap();
+    let parsed = Cluster::parse(&cluster).unwrap();
+    assert_eq!(parsed.refused.len(), 1, "{:?}", parsed.invalid);
+    let engines: [Box<dyn Engine>; 3] = [
+        Box::new(NativeEngine::new("").unwrap()),
+        Box::new(component.instantiate("", Limits::default()).unwrap()),
+        Box::new(KsweEngine::from_module(&kswe, "").unwrap()),
+    ];
+    for mut engine in engines {
+        let r = replay(&mut *engine, &parsed, &mut || {}).unwrap();
+        assert_eq!(r.rejected.len(), 1, "{}", engine.name());
+        let devices: Vec<&str> = r.pods[0]
+            .allocations
+            .iter()
+            .flat_map(|a| &a.allocation.devices.results)
+            .map(|d| d.device.as_str())
+            .collect();
+        assert_eq!(
+            devices,
+            ["eth2"],
+            "{}: eth1 stays held by the unreadable claim",
+            engine.name()
+        );
+    }
+    // Without the unreadable claim, eth1 is the first fit.
+    let without = cluster.replace("resource.k8s.io/v1beta2", "resource.k8s.io/v0");
+    let mut native = NativeEngine::new("").unwrap();
+    let unheld =
+        Cluster::parse(&without.replace("\"status\":{\"allocation\"", "\"statusX\":{\"allocation\""))
+            .unwrap();
+    let r = replay(&mut native, &unheld, &mut || {}).unwrap();
+    let device = &r.pods[0].allocations[0].allocation.devices.results[0].device;
+    assert_eq!(
+        device.as_str(),
+        "eth1",
+        "with no allocation to read, nothing is held"
+    );
+}

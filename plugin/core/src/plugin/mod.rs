@@ -550,11 +550,37 @@ impl Plugin {
             Ok(None) => Ok(()),
             Err(e) => {
                 if let Some(id) = identify(object_json) {
+                    if id.0 == Kind::ResourceClaim {
+                        self.hold_rejected_claim(&id.1, object_json);
+                    }
                     self.rejected.record(id, e.to_string());
                 }
                 Err(e)
             }
         }
+    }
+
+    /// A claim event that did not decode: the devices its allocation names stay held, as far as
+    /// it can be read ([`rejected::salvage_claim`]), in place of the claim's last readable
+    /// version. When no allocation can be read, the last readable version keeps holding what it
+    /// held: a device is never freed because its holder became unreadable.
+    fn hold_rejected_claim(&mut self, key: &str, json: &str) {
+        if self.inflight.contains_key(key) {
+            // Reserved by us: the in-flight copy holds its devices until Bind or Unreserve.
+            return;
+        }
+        let Some(held) = rejected::salvage_claim(json) else {
+            return;
+        };
+        if let Some(old) = self.claims.remove(key) {
+            self.contribute(key, &old, false);
+        }
+        if let Some(old) = self.rejected.release(key) {
+            self.contribute(key, &old, false);
+        }
+        self.bound_at.remove(key);
+        self.contribute(key, &held, true);
+        self.rejected.hold(key, held);
     }
 
     /// Loads a document (single object, `List`, or stream) as `Add` events; returns one error per
@@ -626,6 +652,9 @@ impl Plugin {
                 if let Some(old) = self.claims.remove(&key) {
                     self.contribute(&key, &old, false);
                 }
+                if let Some(old) = self.rejected.release(&key) {
+                    self.contribute(&key, &old, false);
+                }
                 self.contribute(&key, &c, true);
                 self.claims.insert(key, c);
             }
@@ -695,6 +724,9 @@ impl Plugin {
                 if let Some(old) = self.claims.remove(&key)
                     && !inflight
                 {
+                    self.contribute(&key, &old, false);
+                }
+                if let Some(old) = self.rejected.release(&key) {
                     self.contribute(&key, &old, false);
                 }
                 self.bound_at.remove(&key);

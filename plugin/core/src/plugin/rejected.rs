@@ -4,17 +4,49 @@
 //! plugin could not decode the object, Filter and PreFilter still meet its name. They then say
 //! `node worker-1 was rejected: <the decoding error>`, never a bare "not found" that hides the
 //! cause. An entry is dropped when an object of the same kind and name decodes, or is deleted.
+//!
+//! A rejected ResourceClaim may hold devices: its `status.allocation` is read on its own
+//! ([`salvage_claim`]), in whatever API version the claim came in, and keeps holding them
+//! (KEP-5981's fail-safe: with its config unread, a shared device it holds is Unreconstructable,
+//! neither free nor shareable) until the claim decodes or is deleted.
 
 use crate::FxHashMap as HashMap;
+use crate::model::ResourceClaim;
 use crate::object::Kind;
 
 /// Longest reason kept per object, in bytes: a rejected object's error can quote a long field (a
 /// 10 KiB selector), and every node's Filter status may carry it.
 const MAX_REASON: usize = 1024;
 
-/// The rejected objects by kind and `namespace/name`, each with its error.
+/// The rejected objects by kind and `namespace/name`, each with its error, and the allocations
+/// of rejected claims, which still hold their devices.
 #[derive(Debug, Default)]
-pub(super) struct Rejected(HashMap<(Kind, String), String>);
+pub(super) struct Rejected {
+    reasons: HashMap<(Kind, String), String>,
+    held: HashMap<String, Box<ResourceClaim>>,
+}
+
+/// What can be read of a rejected claim's JSON text that holds devices: its metadata and its
+/// `status.allocation` (and `reservedFor`), with no spec. The allocation's shape is the same in
+/// every served version (`v1`, `v1beta2`, `v1beta1`). `None` when the text has no allocation that
+/// reads.
+pub(super) fn salvage_claim(json: &str) -> Option<ResourceClaim> {
+    let value: serde_json::Value = serde_json::from_str(json).ok()?;
+    let status = value.get("status")?;
+    let allocation = status.get("allocation").filter(|a| !a.is_null())?;
+    let mut partial = serde_json::Map::new();
+    partial.insert("metadata".into(), value.get("metadata")?.clone());
+    let mut held = serde_json::Map::new();
+    held.insert("allocation".into(), allocation.clone());
+    if let Some(reserved) = status.get("reservedFor") {
+        held.insert("reservedFor".into(), reserved.clone());
+    }
+    partial.insert("status".into(), serde_json::Value::Object(held));
+    let text = serde_json::Value::Object(partial).to_string();
+    crate::json::from_text::<ResourceClaim>(&text)
+        .ok()
+        .filter(|c| c.status.allocation.is_some())
+}
 
 impl Rejected {
     /// Records that the object `id` was rejected for `reason`.
@@ -28,14 +60,27 @@ impl Rejected {
             reason.truncate(end);
             reason.push_str("...");
         }
-        self.0.insert(id, reason);
+        self.reasons.insert(id, reason);
     }
 
     /// Forgets the object: it decoded, or was deleted.
     pub(super) fn forget(&mut self, kind: Kind, key: &str) {
-        if !self.0.is_empty() {
-            self.0.remove(&(kind, key.to_string()));
+        if !self.reasons.is_empty() {
+            self.reasons.remove(&(kind, key.to_string()));
         }
+    }
+
+    /// Keeps what a rejected claim still holds; returns what it held before.
+    pub(super) fn hold(&mut self, key: &str, claim: ResourceClaim) -> Option<Box<ResourceClaim>> {
+        self.held.insert(key.to_string(), Box::new(claim))
+    }
+
+    /// Takes back what a rejected claim held: the claim decoded, or is gone.
+    pub(super) fn release(&mut self, key: &str) -> Option<Box<ResourceClaim>> {
+        if self.held.is_empty() {
+            return None;
+        }
+        self.held.remove(key)
     }
 
     /// What to say of `what` (`node worker-1`, `resource claim ns/c`) that the plugin does not
@@ -47,7 +92,7 @@ impl Rejected {
         what: &str,
         otherwise: impl FnOnce() -> String,
     ) -> String {
-        match self.0.get(&(kind, key.to_string())) {
+        match self.reasons.get(&(kind, key.to_string())) {
             Some(reason) => format!("{what} was rejected: {reason}"),
             None => otherwise(),
         }
@@ -81,6 +126,32 @@ mod tests {
             r.missing(Kind::Node, "n", "node n", otherwise),
             "node n not found"
         );
+    }
+
+    #[test]
+    fn a_rejected_claims_allocation_is_read_in_any_version() {
+        let claim = r#"{"apiVersion":"resource.k8s.io/v1beta2","kind":"ResourceClaim",
+            "metadata":{"name":"c","namespace":"ns","uid":"u"},
+            "spec":{"devices":{"requests":[{"name":"nic","exactly":{"deviceClassName":"nic","count":"x"}}]}},
+            "status":{"allocation":{"devices":{"results":[{"request":"nic","driver":"d","pool":"p",
+                "device":"eth1","shareID":"s","consumedCapacity":{"d/slots":"1"}}]}},
+                "reservedFor":[{"resource":"pods","name":"p","uid":"pu"}]}}"#;
+        let held = salvage_claim(claim).expect("the allocation reads");
+        assert_eq!(held.metadata.name, "c");
+        assert!(held.spec.devices.requests.is_empty(), "the spec is not read");
+        let results = &held.status.allocation.as_ref().unwrap().devices.results;
+        assert_eq!(
+            (results[0].device.as_str(), held.status.reserved_for.len()),
+            ("eth1", 1)
+        );
+        for none in [
+            r#"{"kind":"ResourceClaim","metadata":{"name":"c"},"status":{}}"#,
+            r#"{"kind":"ResourceClaim","metadata":{"name":"c"},"status":{"allocation":null}}"#,
+            r#"{"kind":"ResourceClaim","metadata":{"name":"c"},"status":{"allocation":{"devices":{"results":[{"device":7}]}}}}"#,
+            "not json",
+        ] {
+            assert!(salvage_claim(none).is_none(), "{none}");
+        }
     }
 
     #[test]
