@@ -19,7 +19,8 @@
 //! fails to load, an invalid configuration or a failure while loading the objects, 2 for usage errors.
 //! `audit`, and `replay --audit`, exit with 3 when the auditor finds a violation. `replay` exits
 //! with 4 when it ran but objects were rejected (each is listed): its decisions are then those of
-//! a cluster without them.
+//! a cluster without them; `audit` exits with 4, naming them, when claims that may hold devices
+//! could not be read (what they hold is not audited).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -237,18 +238,9 @@ enum Verdict {
     Clean,
     /// The auditor found violations: 3.
     Violations,
-    /// The replay ran, but objects were rejected: 4.
+    /// The replay ran, but objects were rejected; or the audit could not read every claim that
+    /// may hold devices: 4.
     Rejected,
-}
-
-impl Verdict {
-    fn from_clean(clean: bool) -> Verdict {
-        if clean {
-            Verdict::Clean
-        } else {
-            Verdict::Violations
-        }
-    }
 }
 
 fn main() -> ExitCode {
@@ -257,7 +249,7 @@ fn main() -> ExitCode {
         Command::Replay(args) => run_replay(&args),
         Command::Generate(args) => run_generate(&args).map(|()| Verdict::Clean),
         Command::Simulate(args) => run_simulate(&args).map(|()| Verdict::Clean),
-        Command::Audit(args) => run_audit(&args).map(Verdict::from_clean),
+        Command::Audit(args) => run_audit(&args),
     };
     match result {
         Ok(Verdict::Clean) => ExitCode::SUCCESS,
@@ -271,12 +263,21 @@ fn main() -> ExitCode {
 }
 
 /// Runs `audit`; `Ok(false)` when there are violations.
-fn run_audit(args: &AuditArgs) -> Result<bool> {
+fn run_audit(args: &AuditArgs) -> Result<Verdict> {
     let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
     let cluster = Cluster::from_file(&cluster_path)?;
     for invalid in &cluster.invalid {
         eprintln!("warning: not audited: {invalid}");
     }
+    // Claims that did not decode may hold devices: what they hold is not audited.
+    let unread_holders: Vec<String> = cluster
+        .refused
+        .iter()
+        .filter_map(|json| match sharing_affinity_core::object::identify(json) {
+            Some((sharing_affinity_core::object::Kind::ResourceClaim, key)) => Some(key),
+            _ => None,
+        })
+        .collect();
     let config = read_config(config_path.as_deref())?;
     let config = Config::from_json(&config).map_err(|e| format_err!("{e}"))?;
     let violations = sharing_affinity_core::audit::audit(&cluster.objects, &config);
@@ -284,7 +285,18 @@ fn run_audit(args: &AuditArgs) -> Result<bool> {
         Output::Json => println!("{}", serde_json::to_string_pretty(&violations)?),
         Output::Table => print!("{}", audit::table(&violations)),
     }
-    Ok(violations.is_empty())
+    if !violations.is_empty() {
+        return Ok(Verdict::Violations);
+    }
+    if !unread_holders.is_empty() {
+        eprintln!(
+            "audit incomplete: {} claim(s) that may hold devices could not be read: {}",
+            unread_holders.len(),
+            unread_holders.join(", ")
+        );
+        return Ok(Verdict::Rejected);
+    }
+    Ok(Verdict::Clean)
 }
 
 fn read_config(path: Option<&Path>) -> Result<String> {

@@ -192,3 +192,29 @@ fn a_wrong_bind_is_reported_right_after_it() {
         trail.findings
     );
 }
+
+/// An audit that could not read a claim that may hold devices is not clean: exit status 4, and
+/// the claim is named.
+#[test]
+fn cli_audit_with_an_unreadable_holder_is_incomplete() {
+    let cluster = r#"{"apiVersion":"v1","kind":"List","items":[
+      {"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}},
+      {"apiVersion":"resource.k8s.io/v1beta2","kind":"ResourceClaim","metadata":{"name":"held","namespace":"ns"},
+       "status":{"allocation":{"devices":{"results":[{"request":"r","driver":"d","pool":"n1","device":"eth1"}]}}}}]}"#;
+    let dir = std::env::temp_dir().join(format!("sa-audit-incomplete-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("cluster.json");
+    std::fs::write(&file, cluster).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+        .arg("audit")
+        .arg(&file)
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(4), "{stderr}");
+    assert!(
+        stderr.contains("audit incomplete") && stderr.contains("ns/held"),
+        "{stderr}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
