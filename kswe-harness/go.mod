@@ -3,9 +3,11 @@ module sharing-affinity/kswe-harness
 go 1.25.0
 
 require (
+	github.com/go-logr/logr v1.4.2
 	github.com/tetratelabs/wazero v1.11.0
 	k8s.io/api v0.33.4
 	k8s.io/apimachinery v0.33.4
+	k8s.io/klog/v2 v2.130.1
 	k8s.io/kubernetes v1.33.4
 	sigs.k8s.io/kube-scheduler-wasm-extension/scheduler v0.0.0-20251124061035-9b2791f1bbea
 )
@@ -19,7 +21,6 @@ require (
 	github.com/davecgh/go-spew v1.1.2-0.20180830191138-d8f796af33cc // indirect
 	github.com/emicklei/go-restful/v3 v3.11.0 // indirect
 	github.com/fxamacker/cbor/v2 v2.7.0 // indirect
-	github.com/go-logr/logr v1.4.2 // indirect
 	github.com/go-openapi/jsonpointer v0.21.0 // indirect
 	github.com/go-openapi/jsonreference v0.20.2 // indirect
 	github.com/go-openapi/swag v0.23.0 // indirect
@@ -67,7 +68,6 @@ require (
 	k8s.io/component-helpers v0.33.4 // indirect
 	k8s.io/controller-manager v0.33.4 // indirect
 	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
-	k8s.io/klog/v2 v2.130.1 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
 	k8s.io/kubectl v0.33.4 // indirect

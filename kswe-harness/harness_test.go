@@ -10,12 +10,9 @@ import (
 	"reflect"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/go-logr/logr/funcr"
 	"github.com/tetratelabs/wazero"
-	"k8s.io/klog/v2"
 )
 
 // guestPath is the KSWE guest the workspace's artifact code built ($KSWE_GUEST; the Rust test
@@ -42,31 +39,6 @@ func scenarios(t *testing.T) []string {
 	}
 	sort.Strings(dirs)
 	return dirs
-}
-
-// guestLog records what the guest logs through KSWE's k8s.io/klog module (klog's global logger).
-type guestLog struct {
-	mu    sync.Mutex
-	lines []string
-}
-
-func captureKlog(t *testing.T) *guestLog {
-	l := &guestLog{}
-	klog.SetLogger(funcr.New(func(prefix, args string) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		l.lines = append(l.lines, prefix+args)
-	}, funcr.Options{}))
-	t.Cleanup(klog.ClearLogger)
-	return l
-}
-
-func (l *guestLog) take() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	lines := l.lines
-	l.lines = nil
-	return lines
 }
 
 // decisions is a report without timing as generic JSON, the form expected.json is compared in.
@@ -136,15 +108,15 @@ func replayScenario(t *testing.T, dir string, opts options) *report {
 // nothing (a refused object would be logged).
 func TestReplayMatchesExpected(t *testing.T) {
 	guest := guestPath(t)
-	log := captureKlog(t)
 	for _, dir := range scenarios(t) {
 		t.Run(filepath.Base(dir), func(t *testing.T) {
-			got := decisions(t, replayScenario(t, dir, options{guest: guest}))
+			rep := replayScenario(t, dir, options{guest: guest})
+			got := decisions(t, rep)
 			if want := expected(t, dir); !reflect.DeepEqual(got, want) {
 				t.Errorf("decisions differ from expected.json: %s", firstDifference(got, want))
 			}
-			if lines := log.take(); len(lines) > 0 {
-				t.Errorf("the guest logged:\n%s", strings.Join(lines, "\n"))
+			if len(rep.logs) > 0 {
+				t.Errorf("the guest logged:\n%s", strings.Join(rep.logs, "\n"))
 			}
 		})
 	}
@@ -185,5 +157,44 @@ func TestAsyncBindingDecidesTheSame(t *testing.T) {
 				t.Errorf("async decisions differ from expected.json: %s", firstDifference(got, want))
 			}
 		})
+	}
+}
+
+// Objects as Go writes them (a Node without a creation time is re-encoded here with
+// `"creationTimestamp": null`) are read; an object the guest rejects is listed in the report's
+// `rejected` with the guest's error, and a pod that needs it says so.
+func TestGuestRejectionsAreReported(t *testing.T) {
+	guest := guestPath(t)
+	dir := t.TempDir()
+	list := `{"apiVersion":"v1","kind":"List","items":[
+	 {"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}},
+	 {"apiVersion":"resource.k8s.io/v1","kind":"DeviceClass","metadata":{"name":"gpu"},"spec":{}},
+	 {"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s1"},
+	  "spec":{"driver":"d","nodeName":"n1","pool":{"name":"n1","generation":1,"resourceSliceCount":1},
+	          "devices":[{"name":"g0","capacity":{"mem":{"value":"12xyz"}}}]}},
+	 {"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"ns","uid":"u-c"},
+	  "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"gpu"}}]}}},
+	 {"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"ns","uid":"u-p"},
+	  "spec":{"containers":[{"name":"c","image":"x"}],"resourceClaims":[{"name":"r","resourceClaimName":"c"}]}}]}`
+	if err := os.WriteFile(filepath.Join(dir, "cluster.json"), []byte(list), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c, err := loadCluster(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if node, _ := json.Marshal(c.objects[0]); !strings.Contains(string(node), `"creationTimestamp":null`) {
+		t.Fatalf("the Node is not written as Go writes it: %s", node)
+	}
+	rep, err := runReplay(context.Background(), c, options{guest: guest})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Rejected) != 1 || !strings.HasPrefix(rep.Rejected[0], "ResourceSlice s1: field spec.devices[0].capacity.mem.value") {
+		t.Fatalf("rejected: %q", rep.Rejected)
+	}
+	if len(rep.Pods) != 1 || rep.Pods[0].Node != nil || len(rep.Pods[0].Nodes) != 1 ||
+		rep.Pods[0].Nodes[0].Code != "Unschedulable" {
+		t.Fatalf("pod: %+v", rep.Pods)
 	}
 }

@@ -53,6 +53,12 @@ func run(args []string) error {
 	if err != nil {
 		return err
 	}
+	for _, line := range rep.logs {
+		fmt.Fprintln(os.Stderr, "plugin log:", line)
+	}
+	for _, rejected := range rep.Rejected {
+		fmt.Fprintln(os.Stderr, "warning: rejected", rejected)
+	}
 	if !*withTiming {
 		rep.Timing = nil
 	}

@@ -14,7 +14,9 @@ import (
 	"sort"
 	"time"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	wasm "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/plugin"
 	ksweTest "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/test"
@@ -82,6 +84,8 @@ type report struct {
 	Pods     []*podOutcome `json:"pods"`
 	Rejected []string      `json:"rejected"`
 	Timing   *timing       `json:"timing,omitempty"`
+	// logs are the lines the guest logged (not in the document; the command prints them).
+	logs []string
 }
 
 type samples struct{ filter, prefilter, cycle []uint64 }
@@ -170,6 +174,11 @@ func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
 			"claim is not created here (docs/kswe-dra-extension.md §2.2; the Rust KSWE host creates it)",
 			errNotImplemented, c.extendedResources)
 	}
+	// The guest's logs, and the objects it rejects, through klog's global logger (one replay at
+	// a time per process).
+	log := newGuestLog()
+	klog.SetLogger(logr.New(log))
+	defer klog.ClearLogger()
 	s := newStore()
 	for _, object := range c.objects {
 		s.Add(object)
@@ -218,6 +227,10 @@ func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
 	}
 	r := &replayer{root: root, plugin: plugin, store: s, nodes: infos}
 	rep := &report{Rejected: append([]string{}, c.rejected...)}
+	defer func() {
+		rep.Rejected = append(rep.Rejected, log.rejections()...)
+		rep.logs = log.take()
+	}()
 	// In async mode the binding cycle of pod i runs (on its own goroutine) only after pod i+1's
 	// scheduling cycle: S1 S2 B1 S3 B2 ... The order is fixed so that decisions are reproducible.
 	var waiting func()

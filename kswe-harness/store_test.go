@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/go-logr/logr"
 	"github.com/tetratelabs/wazero"
 	"github.com/tetratelabs/wazero/api"
 	corev1 "k8s.io/api/core/v1"
@@ -301,11 +302,21 @@ func TestHostModuleNeedsAPodAndPanicsOutsideMemory(t *testing.T) {
 	}
 }
 
-func TestKlogCaptureSeesGuestLogs(t *testing.T) {
-	log := captureKlog(t)
-	klog.ErrorS(nil, "sharing-affinity: object rejected", "object", "ns/c")
-	if lines := log.take(); len(lines) != 1 || !strings.Contains(lines[0], "object rejected") {
+// The guest's klog calls reach the replay's sink: every line is kept, and each rejected object's
+// error is listed once.
+func TestGuestLogKeepsLinesAndRejectedObjects(t *testing.T) {
+	log := newGuestLog()
+	klog.SetLogger(logr.New(log))
+	t.Cleanup(klog.ClearLogger)
+	for range 2 {
+		klog.ErrorS(nil, rejectedMessage, "object", "ResourceSlice s", "error", "ResourceSlice s: field spec.x: bad")
+	}
+	klog.InfoS("something else", "k", "v")
+	if lines := log.take(); len(lines) != 3 || !strings.Contains(lines[0], "object rejected") {
 		t.Errorf("captured: %v", lines)
+	}
+	if got := log.rejections(); len(got) != 1 || got[0] != "ResourceSlice s: field spec.x: bad" {
+		t.Errorf("rejected: %v", got)
 	}
 }
 
