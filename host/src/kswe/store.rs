@@ -235,7 +235,7 @@ impl ObjectStore {
     }
 
     /// Adds an object that does not decode (its JSON text) to the feed, for the guest to reject
-    /// and record. Nodes among them are listed by [`ObjectStore::refused_nodes`].
+    /// and record. Nodes among them are known by name ([`ObjectStore::is_refused_node`]).
     pub fn add_refused(&mut self, json: &str) {
         let rev = self.bump();
         if let Some((Kind::Node, name)) = sharing_affinity_core::object::identify(json) {
