@@ -12,13 +12,26 @@
 //! errors or logs; every pod is decided (bound, or failing on every node); the auditor finds nothing
 //! in the starting state and nothing after any Bind.
 //!
+//! A fourth engine, when `go` and the KSWE source are there (`support/go_harness.rs`; otherwise
+//! one `SKIPPED` line): the Go harness, our KSWE guest in the unmodified KSWE plugin on wazero, as a
+//! real kube-scheduler runs it, with the seed's binding mode. Its report must equal the native
+//! engine's decisions exactly (nodes, statuses and reasons, scores, allocations, rejected
+//! objects): equal allocations on the same starting state get the same auditor verdict, which the
+//! native replay checked after every Bind. Each Go replay is a process start, so it runs for the
+//! first `SA_AGREEMENT_GO_SEEDS` seeds of the run (default 6).
+//!
 //! `SA_AGREEMENT_SEEDS` (default 24) is the number of seeds, starting at `SA_AGREEMENT_FIRST`
 //! (default 1); `SA_AGREEMENT_THREADS` (default: available cores, at most 4) the worker threads. A
 //! failing seed's cluster and configuration are written to
 //! `target/agreement-failures/seed-<N>/` with the spec that produced them, after shrinking the
 //! number of pending pods to the smallest prefix that still fails. The full run, timed, is in
 //! docs/RELIABILITY.md:
-//! `SA_AGREEMENT_SEEDS=1000 cargo test --release -p sharing-affinity-host --test agreement -- --nocapture`.
+//! `SA_AGREEMENT_SEEDS=1000 cargo test --release -p sharing-affinity-host --test agreement -- --nocapture`,
+//! with the Go engine on every seed:
+//! `SA_AGREEMENT_SEEDS=200 SA_AGREEMENT_GO_SEEDS=200 cargo test --release -p sharing-affinity-host --test agreement -- --nocapture`.
+
+#[path = "support/go_harness.rs"]
+mod go_harness;
 
 use std::collections::BTreeMap;
 use std::sync::Mutex;
@@ -82,10 +95,13 @@ fn spec_for(seed: u64) -> Spec {
     }
 }
 
-/// The compiled guests, shared by every worker.
+/// The compiled guests, shared by every worker, and the Go harness when it is available.
 struct Guests {
     component: ComponentPlugin,
     kswe: KsweModule,
+    go: Option<&'static go_harness::GoHarness>,
+    /// Seeds below this one also run on the Go harness.
+    go_until: u64,
 }
 
 fn guests() -> Guests {
@@ -94,7 +110,20 @@ fn guests() -> Guests {
     let path = artifact::default_kswe_module().expect("building the KSWE guest");
     let wasm = artifact::read_kswe_module(&path).expect("reading the KSWE guest");
     let kswe = KsweModule::new(&wasm).expect("compiling the KSWE guest");
-    Guests { component, kswe }
+    let go = match go_harness::GoHarness::get() {
+        Ok(h) => Some(h),
+        Err(why) => {
+            go_harness::skipped(&format!("go harness: {why}"));
+            None
+        }
+    };
+    let go_until = env_u64("SA_AGREEMENT_FIRST", 1) + env_u64("SA_AGREEMENT_GO_SEEDS", 6);
+    Guests {
+        component,
+        kswe,
+        go,
+        go_until,
+    }
 }
 
 /// What one seed's replays showed: bound and unbound pods per claim shape.
@@ -103,9 +132,20 @@ struct Tally {
     bound: BTreeMap<String, usize>,
     unbound: BTreeMap<String, usize>,
     audits: usize,
+    /// Seeds the Go harness replayed.
+    go: usize,
 }
 
-/// Replays one generated cluster through the three engines; `Err` says what went wrong.
+/// A fresh directory for one seed's Go replay.
+fn tempdir(seed: u64) -> std::path::PathBuf {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("agreement-go")
+        .join(format!("seed-{seed}-{}", std::process::id()));
+    let _ = std::fs::create_dir_all(&dir);
+    dir
+}
+
+/// Replays one generated cluster through the engines; `Err` says what went wrong.
 fn check(g: &Generated, binding: Binding, guests: &Guests, tally: &mut Tally) -> Result<(), String> {
     let cluster = Cluster::parse(&g.cluster).map_err(|e| format!("parsing: {e:#}"))?;
     if !cluster.invalid.is_empty() {
@@ -166,6 +206,32 @@ fn check(g: &Generated, binding: Binding, guests: &Guests, tally: &mut Tally) ->
         ));
     }
     same(&native, &replayed)?;
+
+    // The Go harness: the guest in the unmodified KSWE plugin on wazero.
+    if let Some(go) = guests.go
+        && g.workload.spec.seed < guests.go_until
+    {
+        let dir = tempdir(g.workload.spec.seed);
+        std::fs::write(dir.join("cluster.json"), &g.cluster).map_err(|e| e.to_string())?;
+        if !g.config.is_empty() {
+            std::fs::write(dir.join("config.json"), &g.config).map_err(|e| e.to_string())?;
+        }
+        let outcome = go.replay(&dir, binding == Binding::Async);
+        let _ = std::fs::remove_dir_all(&dir);
+        match outcome? {
+            go_harness::Outcome::Decisions(decisions) => {
+                if decisions != report::decisions(&native) {
+                    return Err(format!(
+                        "the Go harness (KSWE on wazero) disagrees with native:\nnative: {}\ngo: {}",
+                        pretty(&report::decisions(&native)),
+                        pretty(&decisions)
+                    ));
+                }
+                tally.go += 1;
+            }
+            go_harness::Outcome::NotImplemented(why) => return Err(format!("the Go harness refused: {why}")),
+        }
+    }
 
     for (k, pod) in native.pods.iter().enumerate() {
         let shape = format!("{:?}", g.workload.claim_shape(k));
@@ -289,7 +355,7 @@ fn env_u64(name: &str, default: u64) -> u64 {
 }
 
 #[test]
-fn the_three_engines_agree_and_the_auditor_finds_nothing_on_random_clusters() {
+fn the_engines_agree_and_the_auditor_finds_nothing_on_random_clusters() {
     let seeds = env_u64("SA_AGREEMENT_SEEDS", 24);
     let first = env_u64("SA_AGREEMENT_FIRST", 1);
     let cores = std::thread::available_parallelism().map_or(1, usize::from);
@@ -326,15 +392,17 @@ fn the_three_engines_agree_and_the_auditor_finds_nothing_on_random_clusters() {
                     *total.unbound.entry(k).or_default() += n;
                 }
                 total.audits += tally.audits;
+                total.go += tally.go;
             });
         }
     });
     let total = total.into_inner().unwrap_or_else(|p| p.into_inner());
     let failures = failures.into_inner().unwrap_or_else(|p| p.into_inner());
     eprintln!(
-        "agreement: seeds {first}..{end} in {:.1} s on {threads} thread(s); {} audits after Bind; \
-         bound per claim shape {:?}; unbound {:?}",
+        "agreement: seeds {first}..{end} in {:.1} s on {threads} thread(s); {} on the Go harness; \
+         {} audits after Bind; bound per claim shape {:?}; unbound {:?}",
         start.elapsed().as_secs_f64(),
+        total.go,
         total.audits,
         total.bound,
         total.unbound
