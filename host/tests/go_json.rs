@@ -4,16 +4,20 @@
 //! Go's `encoding/json` writes a typed object's zero `metav1.Time` as `"creationTimestamp": null`,
 //! a nil slice or map without `omitempty` as `null`, and an empty struct as `{}`; `kubectl create
 //! --dry-run=client -o json` and every Go client that re-encodes an informer's object print the
-//! same. [`go_written`] rewrites a cluster that way (without touching opaque parameters, which are
+//! same. `go_written` rewrites a cluster that way (without touching opaque parameters, which are
 //! raw JSON to Go too). Required, for every recorded cycle under `testdata/` on every engine
 //! (native, component, KSWE guest), and for generated clusters on the native engine: the rewritten
 //! cluster loads with no rejected object and gives the same decisions as the original.
 //!
 //! `SA_GO_JSON_SEEDS` (default 40) is the number of generated clusters.
 
+#[path = "support/go_written.rs"]
+mod go_written;
+
 use std::path::Path;
 
-use serde_json::{Map, Value};
+use go_written::go_written;
+use serde_json::Value;
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
 use sharing_affinity_host::engine::Engine;
@@ -22,47 +26,6 @@ use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Cluster, replay, scenario_dirs};
 use sharing_affinity_host::report;
-
-/// The value rewritten as Go writes typed objects: empty lists and maps become `null`, at every
-/// depth but inside `parameters`.
-fn nulled(value: &mut Value) {
-    match value {
-        Value::Object(map) => {
-            for (key, v) in map.iter_mut() {
-                if key == "parameters" {
-                    continue;
-                }
-                match v {
-                    Value::Array(a) if a.is_empty() => *v = Value::Null,
-                    Value::Object(o) if o.is_empty() => *v = Value::Null,
-                    _ => nulled(v),
-                }
-            }
-        }
-        Value::Array(items) => items.iter_mut().for_each(nulled),
-        _ => {}
-    }
-}
-
-/// A cluster (`List`) as a Go program that decoded each object into its typed struct writes it
-/// back: `metadata.creationTimestamp: null` where it was unset, `status: null` where absent,
-/// empty lists and maps as `null` (see [`nulled`]).
-fn go_written(cluster: &str) -> String {
-    let mut list: Value = serde_json::from_str(cluster).expect("a recorded cluster is JSON");
-    for item in list["items"].as_array_mut().expect("a List") {
-        nulled(item);
-        let object = item.as_object_mut().expect("an object");
-        let meta = object
-            .entry("metadata")
-            .or_insert_with(|| Value::Object(Map::new()));
-        if let Some(meta) = meta.as_object_mut() {
-            meta.entry("creationTimestamp").or_insert(Value::Null);
-            meta.entry("deletionTimestamp").or_insert(Value::Null);
-        }
-        object.entry("status").or_insert(Value::Null);
-    }
-    list.to_string()
-}
 
 fn decisions(engine: &mut dyn Engine, cluster: &str, what: &str) -> Value {
     let cluster = Cluster::parse(cluster).unwrap_or_else(|e| panic!("{what}: {e:#}"));

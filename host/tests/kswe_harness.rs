@@ -3,7 +3,8 @@
 //! the Go `sharing-affinity.dra/v1` module), then replays every scenario with the harness binary
 //! and requires the same decisions as our wasmtime KSWE host ([`KsweEngine`]) on the same guest.
 //! The harness hands Pods and Nodes to the guest as Go's `encoding/json` writes its typed objects
-//! (`"creationTimestamp": null` where it is unset), so every scenario is also a check of that.
+//! (`"creationTimestamp": null` where it is unset); each scenario is also replayed rewritten so,
+//! every kind (`support/go_written.rs`), and must decide the same.
 //!
 //! Needs `go` and the KSWE source ([`GoHarness`]); otherwise it prints `SKIPPED: ...` and
 //! passes. The guest is built by the artifact code and handed to Go as `KSWE_GUEST`; the harness
@@ -11,6 +12,8 @@
 
 #[path = "support/go_harness.rs"]
 mod go_harness;
+#[path = "support/go_written.rs"]
+mod go_written;
 
 use std::path::Path;
 
@@ -74,5 +77,27 @@ fn real_kswe_plugin_decides_as_expected_and_as_our_host() {
         };
         let rust = rust_decisions(&module, &dir);
         compare(&dir.display().to_string(), &go, &rust);
+
+        let rewritten = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join("kswe-harness-go-written")
+            .join(dir.file_name().unwrap());
+        std::fs::create_dir_all(&rewritten).unwrap();
+        let cluster = std::fs::read_to_string(dir.join("cluster.json")).unwrap();
+        std::fs::write(rewritten.join("cluster.json"), go_written::go_written(&cluster)).unwrap();
+        match std::fs::read(dir.join("config.json")) {
+            Ok(config) => std::fs::write(rewritten.join("config.json"), config).unwrap(),
+            Err(_) => {
+                let _ = std::fs::remove_file(rewritten.join("config.json"));
+            }
+        }
+        match harness
+            .replay(&rewritten, false)
+            .unwrap_or_else(|e| panic!("{e}"))
+        {
+            Outcome::Decisions(v) => compare(&format!("{} written by Go", dir.display()), &v, &rust),
+            Outcome::NotImplemented(why) => {
+                panic!("{}: refused only when written by Go: {why}", dir.display())
+            }
+        }
     }
 }
