@@ -24,9 +24,6 @@ type cluster struct {
 	pending []string
 	// config is the guestConfig (config.json), or empty.
 	config string
-	// extendedResources names a pod container's request for an extended resource that a
-	// DeviceClass backs (KEP-5004), or is empty.
-	extendedResources string
 }
 
 // loadCluster reads a scenario directory or a cluster file.
@@ -105,43 +102,7 @@ func loadCluster(path string) (*cluster, error) {
 	for _, p := range pending {
 		c.pending = append(c.pending, p.key)
 	}
-	c.extendedResources = extendedResourceRequest(c.objects)
 	return c, nil
-}
-
-// extendedResourceRequest names the first container request ("pod <namespace/name> asks for
-// <resource>") for an extended resource that a DeviceClass backs, by its
-// spec.extendedResourceName or the implicit `deviceclass.resource.kubernetes.io/<class>`
-// (KEP-5004); empty when there is none.
-func extendedResourceRequest(objects []map[string]any) string {
-	backed := map[string]bool{}
-	for _, o := range objects {
-		if str(o, "kind") == "DeviceClass" {
-			backed["deviceclass.resource.kubernetes.io/"+str(o, "metadata", "name")] = true
-			if name := str(o, "spec", "extendedResourceName"); name != "" {
-				backed[name] = true
-			}
-		}
-	}
-	for _, o := range objects {
-		if str(o, "kind") != "Pod" {
-			continue
-		}
-		pod, err := toPod(o)
-		if err != nil {
-			continue
-		}
-		for _, c := range append(append([]corev1.Container(nil), pod.Spec.InitContainers...), pod.Spec.Containers...) {
-			for _, list := range []corev1.ResourceList{c.Resources.Requests, c.Resources.Limits} {
-				for name := range list {
-					if backed[string(name)] {
-						return "pod " + objectKey(pod.Namespace, pod.Name) + " asks for " + string(name)
-					}
-				}
-			}
-		}
-	}
-	return ""
 }
 
 func objectFields(raw json.RawMessage) map[string]any {

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -94,9 +93,6 @@ func replayScenario(t *testing.T, dir string, opts options) *report {
 		t.Fatal(err)
 	}
 	rep, err := runReplay(context.Background(), c, opts)
-	if errors.Is(err, errNotImplemented) {
-		t.Skipf("SKIPPED: %v", err)
-	}
 	if err != nil {
 		t.Fatalf("%s: %v", dir, err)
 	}

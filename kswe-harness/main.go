@@ -5,14 +5,12 @@
 //
 //	kswe-harness replay [--guest FILE.wasm] [--async] [--timing=false] SCENARIO_DIR|CLUSTER.json
 //
-// The guest defaults to $KSWE_GUEST; the harness never builds it. A cluster that needs what this
-// Go module does not implement yet (KEP-5004's special claims) exits with status 3 and says so.
+// The guest defaults to $KSWE_GUEST; the harness never builds it.
 package main
 
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"os"
@@ -21,9 +19,6 @@ import (
 func main() {
 	if err := run(os.Args[1:]); err != nil {
 		fmt.Fprintln(os.Stderr, "kswe-harness:", err)
-		if errors.Is(err, errNotImplemented) {
-			os.Exit(3)
-		}
 		os.Exit(1)
 	}
 }

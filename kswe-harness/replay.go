@@ -7,7 +7,6 @@ package main
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -57,7 +56,9 @@ type podOutcome struct {
 	Node        *string          `json:"node"`
 	Nodes       []nodeOutcome    `json:"nodes"`
 	Allocations []allocationJSON `json:"allocations"`
-	Error       *string          `json:"error,omitempty"`
+	// Extended is the bound pod's status.extendedResourceClaimStatus (KEP-5004).
+	Extended *extendedStatus `json:"extendedResourceClaimStatus,omitempty"`
+	Error    *string         `json:"error,omitempty"`
 }
 
 type percentiles struct {
@@ -164,16 +165,7 @@ type replayer struct {
 }
 
 // runReplay loads the cluster into a fresh store, starts the plugin and schedules every pending pod.
-// errNotImplemented marks a cluster that needs a part of the host module this Go module does not
-// implement yet.
-var errNotImplemented = errors.New("not implemented by this Go module")
-
 func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
-	if c.extendedResources != "" {
-		return nil, fmt.Errorf("%w: %s, an extended resource backed by a DeviceClass (KEP-5004), and the special "+
-			"claim is not created here (docs/kswe-dra-extension.md §2.2; the Rust KSWE host creates it)",
-			errNotImplemented, c.extendedResources)
-	}
 	// The guest's logs, and the objects it rejects, through klog's global logger (one replay at
 	// a time per process).
 	log := newGuestLog()
@@ -417,6 +409,13 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 			return
 		}
 		out.Allocations = allocations
+		extended, err := r.store.ExtendedStatus(key)
+		if err != nil {
+			msg := fmt.Sprintf("bind on node %s: %v", node, err)
+			out.Error = &msg
+			return
+		}
+		out.Extended = extended
 	}
 }
 

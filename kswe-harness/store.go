@@ -93,6 +93,9 @@ type store struct {
 	pending    map[string]pending
 	// writes are the allocations written per pod UID, in call order.
 	writes map[string][]write
+	// extended are the KEP-5004 special claims created at Reserve and not yet allocated, with
+	// their pod's UID: Unreserve deletes them.
+	extended map[string]string
 	// feedCache is the last feed document with its cursor and revision.
 	feedCursor string
 	feedRev    uint64
@@ -107,6 +110,7 @@ func newStore() *store {
 		byRevision: map[uint64]objectID{},
 		pending:    map[string]pending{},
 		writes:     map[string][]write{},
+		extended:   map[string]string{},
 	}
 }
 
@@ -286,8 +290,25 @@ func (s *store) BindPod(key, node string) error {
 	if err != nil {
 		return err
 	}
+	keepExtendedStatus(e.object, fields)
 	s.put(fields)
 	return nil
+}
+
+// keepExtendedStatus copies status.extendedResourceClaimStatus (KEP-5004, Kubernetes 1.34) from
+// a stored pod to its re-encoding: k8s.io/api v0.33's Pod type, which the encoding goes through,
+// does not have the field.
+func keepExtendedStatus(from, to map[string]any) {
+	old, _ := from["status"].(map[string]any)
+	if old["extendedResourceClaimStatus"] == nil {
+		return
+	}
+	status, _ := to["status"].(map[string]any)
+	if status == nil {
+		status = map[string]any{}
+		to["status"] = status
+	}
+	status["extendedResourceClaimStatus"] = old["extendedResourceClaimStatus"]
 }
 
 // Changes is the feed document for a cursor; calls with the same cursor and store revision return
@@ -433,8 +454,10 @@ func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := objectID{"ResourceClaim", claim}
-	if _, exists := s.entries[id]; !exists && !s.createGenerated(claim, pod) {
-		return draNotFound
+	if _, exists := s.entries[id]; !exists {
+		if code := s.createGenerated(claim, pod, allocation); code != draOK {
+			return code
+		}
 	}
 	if current, _ := s.claimAllocation(id); current != nil && !sameAllocation(current, allocation) {
 		return draConflict
@@ -444,31 +467,81 @@ func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int
 	return draOK
 }
 
-// createGenerated creates the claim `claim` when the pod generates it from a template and it does
-// not exist yet, and names it in the stored pod's status.resourceClaimStatuses, what the
-// resourceclaim controller does. The caller holds the lock.
-func (s *store) createGenerated(claim string, pod *corev1.Pod) bool {
+// createGenerated creates the claim `claim` when it does not exist yet and the pod generates it:
+// from a template (named in the stored pod's status.resourceClaimStatuses, what the resourceclaim
+// controller does), or as its KEP-5004 special claim for `allocation` (with the pod's
+// status.extendedResourceClaimStatus, what upstream's DRA plugin does). draNotFound when the pod
+// generates no such claim; draInvalid when the allocation does not fit the pod's special claim.
+// The caller holds the lock.
+func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	// The stored pod (its status may already name generated claims), else the callback's.
 	source, stored := pod, false
-	if e, ok := s.entries[objectID{"Pod", objectKey(pod.Namespace, pod.Name)}]; ok {
+	podID := objectID{"Pod", objectKey(pod.Namespace, pod.Name)}
+	if e, ok := s.entries[podID]; ok {
 		if p, err := toPod(e.object); err == nil {
 			source, stored = p, true
 		}
 	}
-	entryName, generated, ok := s.generatedClaim(claim, source)
-	if !ok {
-		return false
+	if entryName, generated, ok := s.generatedClaim(claim, source); ok {
+		s.put(generated)
+		if stored {
+			name := str(generated, "metadata", "name")
+			source.Status.ResourceClaimStatuses = append(source.Status.ResourceClaimStatuses,
+				corev1.PodResourceClaimStatus{Name: entryName, ResourceClaimName: &name})
+			if fields, err := corev1Fields(source, "Pod"); err == nil {
+				keepExtendedStatus(s.entries[podID].object, fields)
+				s.put(fields)
+			}
+		}
+		return draOK
 	}
-	s.put(generated)
 	if stored {
-		name := str(generated, "metadata", "name")
-		source.Status.ResourceClaimStatuses = append(source.Status.ResourceClaimStatuses,
-			corev1.PodResourceClaimStatus{Name: entryName, ResourceClaimName: &name})
-		if fields, err := corev1Fields(source, "Pod"); err == nil {
-			s.put(fields)
+		if status, _ := s.entries[podID].object["status"].(map[string]any); status["extendedResourceClaimStatus"] != nil {
+			// The pod has its special claim already.
+			return draNotFound
 		}
 	}
-	return true
+	alloc, ok := decodeAllocation(allocation)
+	if !ok {
+		return draInvalid
+	}
+	var classes []map[string]any
+	for id, e := range s.entries {
+		if id.kind == "DeviceClass" {
+			classes = append(classes, e.object)
+		}
+	}
+	object, status, ok, err := extendedClaim(claim, source, classes, alloc)
+	switch {
+	case err != nil:
+		return draInvalid
+	case !ok:
+		return draNotFound
+	}
+	s.put(object)
+	s.extended[claim] = string(pod.UID)
+	if stored {
+		fields := s.entries[podID].object
+		updated := make(map[string]any, len(fields))
+		for k, v := range fields {
+			updated[k] = v
+		}
+		podStatus := map[string]any{}
+		if old, ok := fields["status"].(map[string]any); ok {
+			for k, v := range old {
+				podStatus[k] = v
+			}
+		}
+		var asMap map[string]any
+		raw, err := json.Marshal(status)
+		if err != nil || json.Unmarshal(raw, &asMap) != nil {
+			return draInvalid
+		}
+		podStatus["extendedResourceClaimStatus"] = asMap
+		updated["status"] = podStatus
+		s.put(updated)
+	}
+	return draOK
 }
 
 // ClearPending drops a pod's pending allocations (Unreserve).
@@ -484,7 +557,49 @@ func (s *store) ClearPending(podUID string) {
 	sort.Strings(claims)
 	for _, claim := range claims {
 		delete(s.pending, claim)
+		if s.extended[claim] == podUID {
+			// A special claim created at Reserve goes, and the pod's status forgets it, as
+			// upstream's Unreserve deletes the claim it created.
+			delete(s.extended, claim)
+			s.dropExtended(claim)
+			continue
+		}
 		s.touch(objectID{"ResourceClaim", claim})
+	}
+}
+
+// dropExtended deletes the special claim `claim` and clears its pod's
+// status.extendedResourceClaimStatus. The caller holds the lock.
+func (s *store) dropExtended(claim string) {
+	id := objectID{"ResourceClaim", claim}
+	e, ok := s.entries[id]
+	if !ok {
+		return
+	}
+	ns := str(e.object, "metadata", "namespace")
+	refs, _ := metadata(e.object)["ownerReferences"].([]any)
+	_ = s.remove(id)
+	for _, r := range refs {
+		owner, _ := r.(map[string]any)
+		podID := objectID{"Pod", objectKey(ns, fmt.Sprint(owner["name"]))}
+		p, ok := s.entries[podID]
+		if !ok {
+			continue
+		}
+		updated := make(map[string]any, len(p.object))
+		for k, v := range p.object {
+			updated[k] = v
+		}
+		if status, ok := p.object["status"].(map[string]any); ok {
+			kept := map[string]any{}
+			for k, v := range status {
+				if k != "extendedResourceClaimStatus" {
+					kept[k] = v
+				}
+			}
+			updated["status"] = kept
+		}
+		s.put(updated)
 	}
 }
 
@@ -497,9 +612,12 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := objectID{"ResourceClaim", claim}
-	if _, exists := s.entries[id]; !exists && !s.createGenerated(claim, pod) {
-		return draNotFound
+	if _, exists := s.entries[id]; !exists {
+		if code := s.createGenerated(claim, pod, allocation); code != draOK {
+			return code
+		}
 	}
+	delete(s.extended, claim)
 	current, _ := s.claimAllocation(id)
 	if current != nil && !sameAllocation(current, allocation) {
 		return draConflict
@@ -534,6 +652,29 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 	s.put(object)
 	s.writes[string(pod.UID)] = append(s.writes[string(pod.UID)], write{claim, append(json.RawMessage(nil), allocation...)})
 	return draOK
+}
+
+// ExtendedStatus is the stored pod's status.extendedResourceClaimStatus, or nil.
+func (s *store) ExtendedStatus(key string) (*extendedStatus, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	e, ok := s.entries[objectID{"Pod", key}]
+	if !ok {
+		return nil, fmt.Errorf("Pod %s: not found", key)
+	}
+	status, _ := e.object["status"].(map[string]any)
+	if status["extendedResourceClaimStatus"] == nil {
+		return nil, nil
+	}
+	raw, err := json.Marshal(status["extendedResourceClaimStatus"])
+	if err != nil {
+		return nil, fmt.Errorf("Pod %s: status.extendedResourceClaimStatus: %w", key, err)
+	}
+	var out extendedStatus
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, fmt.Errorf("Pod %s: status.extendedResourceClaimStatus: %w", key, err)
+	}
+	return &out, nil
 }
 
 // TakeWrites returns and forgets the allocations written for a pod.

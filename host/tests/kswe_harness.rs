@@ -17,7 +17,7 @@ mod go_written;
 
 use std::path::Path;
 
-use go_harness::{GoHarness, Outcome, skipped};
+use go_harness::{GoHarness, skipped};
 use serde_json::Value;
 use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
@@ -66,15 +66,7 @@ fn real_kswe_plugin_decides_as_expected_and_as_our_host() {
     let dirs = scenario_dirs();
     assert!(!dirs.is_empty(), "no scenarios under testdata/");
     for dir in dirs {
-        let go = match harness.replay(&dir, false).unwrap_or_else(|e| panic!("{e}")) {
-            Outcome::Decisions(v) => v,
-            Outcome::NotImplemented(why) => {
-                // The Go module says what it lacks; the scenario is checked against our host by
-                // the golden replays.
-                skipped(&format!("{}: {why}", dir.display()));
-                continue;
-            }
-        };
+        let go = harness.replay(&dir, false).unwrap_or_else(|e| panic!("{e}"));
         let rust = rust_decisions(&module, &dir);
         compare(&dir.display().to_string(), &go, &rust);
 
@@ -90,14 +82,9 @@ fn real_kswe_plugin_decides_as_expected_and_as_our_host() {
                 let _ = std::fs::remove_file(rewritten.join("config.json"));
             }
         }
-        match harness
+        let go = harness
             .replay(&rewritten, false)
-            .unwrap_or_else(|e| panic!("{e}"))
-        {
-            Outcome::Decisions(v) => compare(&format!("{} written by Go", dir.display()), &v, &rust),
-            Outcome::NotImplemented(why) => {
-                panic!("{}: refused only when written by Go: {why}", dir.display())
-            }
-        }
+            .unwrap_or_else(|e| panic!("{e}"));
+        compare(&format!("{} written by Go", dir.display()), &go, &rust);
     }
 }

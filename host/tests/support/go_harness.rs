@@ -37,14 +37,6 @@ pub struct GoHarness {
     pub binary: PathBuf,
 }
 
-/// A decision report of `kswe-harness replay`, or why it could not be had.
-pub enum Outcome {
-    /// The report's decisions (`--timing=false`).
-    Decisions(Value),
-    /// The harness refused the cluster as needing what the Go module lacks (exit status 3).
-    NotImplemented(String),
-}
-
 impl GoHarness {
     /// The harness, built on first use; `Err` says why it is not available.
     pub fn get() -> Result<&'static GoHarness, &'static str> {
@@ -107,8 +99,9 @@ impl GoHarness {
         stdout
     }
 
-    /// `kswe-harness replay --timing=false` on a scenario directory or cluster file.
-    pub fn replay(&self, path: &Path, asynchronous: bool) -> Result<Outcome, String> {
+    /// The decisions `kswe-harness replay --timing=false` reports for a scenario directory or
+    /// cluster file.
+    pub fn replay(&self, path: &Path, asynchronous: bool) -> Result<Value, String> {
         let mut cmd = Command::new(&self.binary);
         cmd.args(["replay", "--timing=false", "--guest"]).arg(&self.guest);
         if asynchronous {
@@ -119,9 +112,6 @@ impl GoHarness {
             .output()
             .map_err(|e| format!("kswe-harness replay: could not run {cmd:?}: {e}"))?;
         let stderr = String::from_utf8_lossy(&out.stderr).trim().to_string();
-        if out.status.code() == Some(NOT_IMPLEMENTED) {
-            return Ok(Outcome::NotImplemented(stderr));
-        }
         if !out.status.success() {
             return Err(format!(
                 "{}: kswe-harness replay failed ({}):\n{stderr}",
@@ -130,15 +120,9 @@ impl GoHarness {
             ));
         }
         let text = String::from_utf8_lossy(&out.stdout);
-        serde_json::from_str(&text)
-            .map(Outcome::Decisions)
-            .map_err(|e| format!("{}: {e}\n{text}", path.display()))
+        serde_json::from_str(&text).map_err(|e| format!("{}: {e}\n{text}", path.display()))
     }
 }
-
-/// The exit status of `kswe-harness replay` for a cluster that needs what the Go module does not
-/// implement.
-const NOT_IMPLEMENTED: i32 = 3;
 
 fn kswe_source() -> Option<PathBuf> {
     if let Ok(dir) = std::env::var("KSWE_SRC") {
