@@ -363,6 +363,11 @@ impl Spec {
         if self.nodes == 0 || self.nodes > 100_000 {
             return Err(format!("--nodes must be 1..=100000, got {}", self.nodes));
         }
+        // Every pending pod is a few objects in memory and in the JSON: a count past this would
+        // only exhaust memory (2^32 pods asked for 32 GiB before this check).
+        if self.pods > 1_000_000 {
+            return Err(format!("--pods must be 0..=1000000, got {}", self.pods));
+        }
         if self.devices_per_node == 0 || self.devices_per_node > 128 {
             return Err(format!(
                 "--devices-per-node must be 1..=128, got {}",
@@ -375,8 +380,8 @@ impl Spec {
             }
             return Ok(());
         }
-        if self.burst == 0 {
-            return Err("--burst must be at least 1".into());
+        if self.burst == 0 || self.burst > 1_000_000 {
+            return Err(format!("--burst must be 1..=1000000, got {}", self.burst));
         }
         if !(1..=8).contains(&self.affinity_keys) {
             return Err(format!(

@@ -335,3 +335,26 @@ fn without_shapes_the_generator_writes_the_golden_bytes() {
         }
     }
 }
+
+/// Every count of `generate` and `simulate` is range-checked: a huge `--pods` (or `--burst`) is
+/// an error naming the flag, exit status 1, never a panic or an allocation without bound.
+#[test]
+fn huge_counts_are_range_errors() {
+    for (command, flag, value) in [
+        ("generate", "--pods", "18446744073709551615"),
+        ("generate", "--pods", "4294967296"),
+        ("simulate", "--pods", "18446744073709551615"),
+        ("generate", "--burst", "18446744073709551615"),
+    ] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+            .args([command, "--nodes", "1", "--devices-per-node", "1", flag, value])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{command} {flag} {value}: {stderr}");
+        assert!(
+            stderr.contains(flag) && stderr.contains("must be"),
+            "{command} {flag} {value}: {stderr}"
+        );
+    }
+}
