@@ -242,6 +242,18 @@ fn source_errors_say_where() {
 
 #[test]
 fn the_pratt_parser_builds_what_the_antlr_parser_builds() {
+    // The ANTLR parser (a test oracle, never in the guests) descends through its whole chain of
+    // grammar rules for every bracket: unoptimized, the nesting limit takes more than a test
+    // thread's 2 MiB.
+    std::thread::Builder::new()
+        .stack_size(64 << 20)
+        .spawn(pratt_matches_antlr)
+        .expect("a thread")
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e));
+}
+
+fn pratt_matches_antlr() {
     let wrong: Vec<_> = CORNERS
         .iter()
         .filter(|&&(source, parses)| same_tree(source) != parses)
@@ -453,4 +465,47 @@ fn the_parsers_agree_on_generated_expressions() {
         parsed > 3000 && rejected > 3000,
         "parsed {parsed}, rejected {rejected}"
     );
+}
+
+/// The parser the guests use stays within their 512 KiB stack at the nesting limit (a quarter of
+/// it in an optimized build; an unoptimized build's frames are larger, so a debug run gets a
+/// proportionally larger stack), and one bracket more is an error, not a deeper recursion.
+#[test]
+fn the_core_parser_fits_the_guest_stack_at_the_nesting_limit() {
+    let stack = if cfg!(debug_assertions) {
+        4 << 20
+    } else {
+        128 * 1024
+    };
+    let fits = std::thread::Builder::new()
+        .stack_size(stack)
+        .spawn(|| {
+            for (open, close) in [
+                ("(", ")"),
+                ("[", "]"),
+                ("f(", ")"),
+                ("{1: ", "}"),
+                ("!(", ")"),
+                ("-(", ")"),
+            ] {
+                let at_limit = format!("{}1{}", open.repeat(MAX_NESTING), close.repeat(MAX_NESTING));
+                let check =
+                    super::check::check_nesting(&at_limit).and_then(|()| super::compile::parse(&at_limit));
+                assert!(check.is_ok() || open == "!(" || open == "-(", "{open}: {check:?}");
+                let past = format!(
+                    "{}1{}",
+                    open.repeat(MAX_NESTING + 1),
+                    close.repeat(MAX_NESTING + 1)
+                );
+                assert!(
+                    super::check::check_nesting(&past).is_err(),
+                    "{open} past the limit"
+                );
+            }
+            let chain = vec!["1"; 10_000].join(" + ");
+            let _ = super::check::check_nesting(&chain).and_then(|()| super::compile::parse(&chain));
+        })
+        .expect("a thread")
+        .join();
+    assert!(fits.is_ok(), "the parser panicked or overflowed its stack");
 }
