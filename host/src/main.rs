@@ -265,19 +265,26 @@ fn main() -> ExitCode {
 /// Runs `audit`; `Ok(false)` when there are violations.
 fn run_audit(args: &AuditArgs) -> Result<Verdict> {
     let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
-    let cluster = Cluster::from_file(&cluster_path)?;
+    let cluster = read_cluster(&cluster_path)?;
     for invalid in &cluster.invalid {
         eprintln!("warning: not audited: {invalid}");
     }
-    // Claims that did not decode may hold devices: what they hold is not audited.
-    let unread_holders: Vec<String> = cluster
+    // Claims that did not decode may hold devices, and so may objects whose kind cannot be
+    // read: what they hold is not audited.
+    let identified = cluster
         .refused
         .iter()
-        .filter_map(|json| match sharing_affinity_core::object::identify(json) {
+        .map(|json| sharing_affinity_core::object::identify(json));
+    let mut unread_holders: Vec<String> = identified
+        .filter_map(|id| match id {
             Some((sharing_affinity_core::object::Kind::ResourceClaim, key)) => Some(key),
             _ => None,
         })
         .collect();
+    let unidentified = cluster.invalid.len() - cluster.refused.len();
+    if unidentified > 0 {
+        unread_holders.push(format!("{unidentified} object(s) of unknown kind"));
+    }
     let config = read_config(config_path.as_deref())?;
     let config = Config::from_json(&config).map_err(|e| format_err!("{e}"))?;
     let violations = sharing_affinity_core::audit::audit(&cluster.objects, &config);
@@ -290,13 +297,31 @@ fn run_audit(args: &AuditArgs) -> Result<Verdict> {
     }
     if !unread_holders.is_empty() {
         eprintln!(
-            "audit incomplete: {} claim(s) that may hold devices could not be read: {}",
-            unread_holders.len(),
+            "audit incomplete: what these may hold was not audited: {}",
             unread_holders.join(", ")
         );
         return Ok(Verdict::Rejected);
     }
     Ok(Verdict::Clean)
+}
+
+/// The cluster file, which must hold something to decide on: an input with no object of a kind
+/// the plugin reads, and none it rejected (an empty file, `{"items": null}`, a List of
+/// Namespaces), is an error, not an empty result.
+fn read_cluster(path: &Path) -> Result<Cluster> {
+    let cluster = Cluster::from_file(path)?;
+    if cluster.objects.is_empty() && cluster.invalid.is_empty() {
+        let others = cluster
+            .ignored_summary()
+            .map(|s| format!(" ({s})"))
+            .unwrap_or_default();
+        bail!(
+            "{}: nothing to read: no Node, Pod, DeviceClass, ResourceSlice, ResourceClaim, \
+             ResourceClaimTemplate or DeviceTaintRule{others}",
+            path.display()
+        );
+    }
+    Ok(cluster)
 }
 
 fn read_config(path: Option<&Path>) -> Result<String> {
@@ -312,7 +337,7 @@ fn read_config(path: Option<&Path>) -> Result<String> {
 /// when objects were rejected.
 fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
     let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
-    let cluster = Cluster::from_file(&cluster_path)?;
+    let cluster = read_cluster(&cluster_path)?;
     let config = read_config(config_path.as_deref())?;
     let mut engine = make_engine(args, &config)?;
     let mut trail = match args.audit {

@@ -218,3 +218,44 @@ fn cli_audit_with_an_unreadable_holder_is_incomplete() {
     );
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Input with nothing to decide on is an error, never an empty success: an empty file, a List
+/// whose items are `null`, a List of other kinds (`replay` and `audit`: exit 1), and text the
+/// plugin cannot read as objects (exit 1 for malformed JSON; 4 when every item was rejected).
+#[test]
+fn cli_unusable_input_exits_non_zero() {
+    let dir = std::env::temp_dir().join(format!("sa-unusable-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let deep = "[".repeat(100_000);
+    let cases: [(&str, &str, i32); 5] = [
+        ("empty", "", 1),
+        ("null-items", r#"{"kind":"List","items":null}"#, 1),
+        (
+            "other-kinds",
+            r#"{"kind":"List","items":[{"apiVersion":"v1","kind":"Namespace","metadata":{"name":"x"}}]}"#,
+            1,
+        ),
+        ("deep", &deep, 1),
+        ("array", "[1, 2]", 4),
+    ];
+    for (name, text, code) in cases {
+        let file = dir.join(format!("{name}.json"));
+        std::fs::write(&file, text).unwrap();
+        for command in [&["replay", "--engine", "native"][..], &["audit"][..]] {
+            let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+                .arg(command[0])
+                .arg(&file)
+                .args(&command[1..])
+                .output()
+                .unwrap();
+            assert_eq!(
+                out.status.code(),
+                Some(code),
+                "{} {name}: {}",
+                command[0],
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
