@@ -14,11 +14,16 @@
 //!
 //! A fourth engine, when `go` and the KSWE source are there (`support/go_harness.rs`; otherwise
 //! one `SKIPPED` line): the Go harness, our KSWE guest in the unmodified KSWE plugin on wazero, as a
-//! real kube-scheduler runs it, with the seed's binding mode. Its report must equal the native
-//! engine's decisions exactly (nodes, statuses and reasons, scores, allocations, rejected
-//! objects): equal allocations on the same starting state get the same auditor verdict, which the
-//! native replay checked after every Bind. Each Go replay is a process start, so it runs for the
-//! first `SA_AGREEMENT_GO_SEEDS` seeds of the run (default 6).
+//! real kube-scheduler runs it, with the seed's binding mode (`kswe-harness replay --async` on odd
+//! seeds). Each seed's cluster and configuration are written to a temporary directory and
+//! replayed with `kswe-harness replay --timing=false`; its report must equal the native engine's
+//! [`report::decisions`] exactly (nodes, statuses and reasons, scores, allocations, rejected
+//! objects), and the guest must log nothing there either. The auditor is not run on the Go
+//! report (it audits the host's own outcomes, not JSON): the Go allocations equal the native ones
+//! on the same starting state, so they get the same verdict, which the native replay checked after
+//! every Bind. Each Go replay is a process start (about a second: wazero compiles the guest), so
+//! it runs for the first `SA_AGREEMENT_GO_SEEDS` seeds of the run (default 6; 0 turns it off
+//! without building the harness).
 //!
 //! `SA_AGREEMENT_SEEDS` (default 24) is the number of seeds, starting at `SA_AGREEMENT_FIRST`
 //! (default 1); `SA_AGREEMENT_THREADS` (default: available cores, at most 4) the worker threads. A
@@ -110,14 +115,26 @@ fn guests() -> Guests {
     let path = artifact::default_kswe_module().expect("building the KSWE guest");
     let wasm = artifact::read_kswe_module(&path).expect("reading the KSWE guest");
     let kswe = KsweModule::new(&wasm).expect("compiling the KSWE guest");
-    let go = match go_harness::GoHarness::get() {
-        Ok(h) => Some(h),
-        Err(why) => {
-            go_harness::skipped(&format!("go harness: {why}"));
-            None
+    let go_seeds = env_u64("SA_AGREEMENT_GO_SEEDS", 6);
+    let go = if go_seeds == 0 {
+        None
+    } else {
+        let start = Instant::now();
+        match go_harness::GoHarness::get() {
+            Ok(h) => {
+                eprintln!(
+                    "agreement: the Go harness built in {:.1} s",
+                    start.elapsed().as_secs_f64()
+                );
+                Some(h)
+            }
+            Err(why) => {
+                go_harness::skipped(&format!("go harness: {why}"));
+                None
+            }
         }
     };
-    let go_until = env_u64("SA_AGREEMENT_FIRST", 1) + env_u64("SA_AGREEMENT_GO_SEEDS", 6);
+    let go_until = env_u64("SA_AGREEMENT_FIRST", 1) + go_seeds;
     Guests {
         component,
         kswe,
@@ -218,14 +235,12 @@ fn check(g: &Generated, binding: Binding, guests: &Guests, tally: &mut Tally) ->
         }
         let outcome = go.replay(&dir, binding == Binding::Async);
         let _ = std::fs::remove_dir_all(&dir);
-        let decisions = outcome?;
-        if decisions != report::decisions(&native) {
-            return Err(format!(
-                "the Go harness (KSWE on wazero) disagrees with native:\nnative: {}\ngo: {}",
-                pretty(&report::decisions(&native)),
-                pretty(&decisions)
-            ));
-        }
+        let decisions = outcome.map_err(|e| format!("go harness (KSWE on wazero): {e}"))?;
+        first_difference(
+            "the Go harness (KSWE on wazero)",
+            &report::decisions(&native),
+            &decisions,
+        )?;
         tally.go += 1;
     }
 
@@ -259,14 +274,23 @@ fn decided(r: &Replay) -> Result<(), String> {
 
 /// The decisions of `other` are those of the native engine; `Err` names the first difference.
 fn same(native: &Replay, other: &Replay) -> Result<(), String> {
-    let (a, b) = (report::decisions(native), report::decisions(other));
+    first_difference(
+        other.engine,
+        &report::decisions(native),
+        &report::decisions(other),
+    )
+}
+
+/// The decisions `b` of `engine` (a [`report::decisions`] document) are the native engine's `a`;
+/// `Err` names the first difference.
+fn first_difference(engine: &str, a: &Value, b: &Value) -> Result<(), String> {
     if a == b {
         return Ok(());
     }
     if a["rejected"] != b["rejected"] {
         return Err(format!(
-            "{}: rejected {} vs native {}",
-            other.engine, b["rejected"], a["rejected"]
+            "{engine}: rejected {} vs native {}",
+            b["rejected"], a["rejected"]
         ));
     }
     let empty = Vec::new();
@@ -277,20 +301,20 @@ fn same(native: &Replay, other: &Replay) -> Result<(), String> {
     for (x, y) in pa.iter().zip(pb) {
         if x != y {
             return Err(format!(
-                "{} disagrees with native on {}:\nnative: {}\n{}: {}",
-                other.engine,
+                "{engine} disagrees with native on {}:\nnative: {}\n{engine}: {}",
                 x["pod"],
                 pretty(x),
-                other.engine,
                 pretty(y)
             ));
         }
     }
+    if pa.len() != pb.len() {
+        return Err(format!("{engine}: {} pods vs native {}", pb.len(), pa.len()));
+    }
     Err(format!(
-        "{}: {} pods vs native {}",
-        other.engine,
-        pb.len(),
-        pa.len()
+        "{engine} disagrees with native outside the pods:\nnative: {}\n{engine}: {}",
+        pretty(a),
+        pretty(b)
     ))
 }
 

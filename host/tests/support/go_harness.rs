@@ -2,6 +2,9 @@
 //! plugin on wazero) as a test engine: finding the KSWE source, building the harness once per test
 //! process, and replaying a cluster with it.
 //!
+//! The binary and its `go.work` are written under `CARGO_TARGET_TMPDIR/kswe-harness/<test crate>/`:
+//! one build per test binary, and two test binaries running at once never overwrite each other's.
+//!
 //! Needs `go` on the PATH and the source of KSWE's `scheduler` module, which the Go module proxy
 //! does not serve: `$KSWE_SRC`, or `../shared/kswe-src/scheduler` beside the repository. Without
 //! them [`GoHarness::get`] says why, and the caller prints `SKIPPED: ...` (a `KSWE_SRC` that is not
@@ -61,7 +64,7 @@ impl GoHarness {
             .map_err(|e| e.to_string())?;
         let guest = artifact::default_kswe_module().map_err(|e| format!("building the KSWE guest: {e:#}"))?;
         let work = write_go_work(&dir, &source);
-        let binary = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kswe-harness/kswe-harness");
+        let binary = build_dir().join("kswe-harness");
         let harness = GoHarness {
             dir,
             work,
@@ -100,7 +103,11 @@ impl GoHarness {
     }
 
     /// The decisions `kswe-harness replay --timing=false` reports for a scenario directory or
-    /// cluster file.
+    /// cluster file, with kube-scheduler's asynchronous binding when `asynchronous`.
+    ///
+    /// `Err` when the harness fails, its report does not parse, or the guest logged anything but
+    /// an object it rejected (those are the report's `rejected`), as the Rust engines' tests
+    /// require no guest log.
     pub fn replay(&self, path: &Path, asynchronous: bool) -> Result<Value, String> {
         let mut cmd = Command::new(&self.binary);
         cmd.args(["replay", "--timing=false", "--guest"]).arg(&self.guest);
@@ -119,9 +126,34 @@ impl GoHarness {
                 out.status
             ));
         }
+        let logged: Vec<&str> = stderr
+            .lines()
+            .filter(|line| {
+                !line.starts_with("warning: rejected ")
+                    && !line.starts_with(&format!("plugin log: error: {REJECTED}"))
+            })
+            .collect();
+        if !logged.is_empty() {
+            return Err(format!(
+                "{}: the guest logged on wazero:\n{}",
+                path.display(),
+                logged.join("\n")
+            ));
+        }
         let text = String::from_utf8_lossy(&out.stdout);
         serde_json::from_str(&text).map_err(|e| format!("{}: {e}\n{text}", path.display()))
     }
+}
+
+/// What the guest logs for an object it refuses (`kswe-harness/guestlog.go`); the harness prints
+/// each such log line and a `warning: rejected` line, and reports the object in `rejected`.
+const REJECTED: &str = "sharing-affinity: object rejected";
+
+/// Where this test binary's harness and `go.work` live.
+fn build_dir() -> PathBuf {
+    Path::new(env!("CARGO_TARGET_TMPDIR"))
+        .join("kswe-harness")
+        .join(env!("CARGO_CRATE_NAME"))
 }
 
 fn kswe_source() -> Option<PathBuf> {
@@ -141,7 +173,7 @@ fn kswe_source() -> Option<PathBuf> {
 /// A `go.work` in the target directory that points the harness at the KSWE source (absolute
 /// paths, so `KSWE_SRC` may live anywhere).
 fn write_go_work(harness: &Path, source: &Path) -> PathBuf {
-    let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("kswe-harness");
+    let dir = build_dir();
     std::fs::create_dir_all(&dir).unwrap();
     let work = dir.join("go.work");
     let source = source.canonicalize().unwrap();
