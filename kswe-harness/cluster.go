@@ -34,12 +34,12 @@ func loadCluster(path string) (*cluster, error) {
 		if raw, err := os.ReadFile(filepath.Join(path, "config.json")); err == nil {
 			config = string(raw)
 		} else if !os.IsNotExist(err) {
-			return nil, err
+			return nil, fmt.Errorf("reading the guest configuration: %w", err)
 		}
 	}
 	raw, err := os.ReadFile(file)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("reading the cluster: %w", err)
 	}
 	var list struct {
 		Items []json.RawMessage `json:"items"`
@@ -71,11 +71,15 @@ func loadCluster(path string) (*cluster, error) {
 				c.rejected = append(c.rejected, fmt.Sprintf("Pod %s: %v", id.key, err))
 				continue
 			}
+			input := object
 			if object, err = corev1Fields(&pod, "Pod"); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("Pod %s: %w", id.key, err)
 			}
+			// k8s.io/api v0.33 has no status.extendedResourceClaimStatus (KEP-5004): the
+			// store keeps the input's.
+			keepExtendedStatus(input, object)
 			if pod.Spec.NodeName == "" {
-				pending = append(pending, pendingPod{str(objectFields(item), "metadata", "creationTimestamp"), id.key})
+				pending = append(pending, pendingPod{str(input, "metadata", "creationTimestamp"), id.key})
 			} else {
 				c.boundPods = append(c.boundPods, &pod)
 			}
@@ -86,7 +90,7 @@ func loadCluster(path string) (*cluster, error) {
 				continue
 			}
 			if object, err = corev1Fields(&node, "Node"); err != nil {
-				return nil, err
+				return nil, fmt.Errorf("Node %s: %w", id.key, err)
 			}
 			c.nodes = append(c.nodes, &node)
 		}
@@ -103,10 +107,4 @@ func loadCluster(path string) (*cluster, error) {
 		c.pending = append(c.pending, p.key)
 	}
 	return c, nil
-}
-
-func objectFields(raw json.RawMessage) map[string]any {
-	var m map[string]any
-	_ = json.Unmarshal(raw, &m)
-	return m
 }

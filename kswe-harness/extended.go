@@ -3,10 +3,13 @@ package main
 // KEP-5004 in the Go module: the special claim the host creates for a pod's extended resources
 // backed by DRA, when the guest writes an allocation for it (docs/kswe-dra-extension.md §2.2).
 // The guest decides and allocates; the host only creates the claim object and records the pod's
-// `status.extendedResourceClaimStatus`, by the rules the Rust core owns in
-// plugin/core/src/plugin/extended.rs (`claim_name`, `class_mapping`, `pod_resources`,
-// `requests_and_mappings`, `claim_for_allocation`), which this file ports. `cargo test`'s
-// kswe_harness test compares the two on every recorded cycle.
+// `status.extendedResourceClaimStatus`.
+//
+// This file is a port of rules the Rust core owns, in plugin/core/src/plugin/extended.rs; each
+// function names the Rust function it mirrors. Keep it a port: change the Rust rule first, then
+// this copy. `cargo test --release -p sharing-affinity-host --test kswe_harness` compares the two
+// on every recorded scenario (this harness against the Rust KSWE host), and extended_test.go holds
+// values the Rust functions give.
 
 import (
 	"fmt"
@@ -29,7 +32,8 @@ const (
 )
 
 // extendedClaimName is `<pod>-extended-resources-` (truncated as the server does) and five
-// characters derived from the pod's UID (FNV-1a), so that a replay is repeatable.
+// characters derived from the pod's UID (FNV-1a; the name when there is no UID), so that a replay
+// is repeatable. Mirrors `extended::claim_name`.
 func extendedClaimName(pod *corev1.Pod) string {
 	base := pod.Name + "-extended-resources-"
 	if len(base) > maxGenerateBase {
@@ -52,7 +56,8 @@ func extendedClaimName(pod *corev1.Pod) string {
 }
 
 // classMapping maps extended resource names to DeviceClass names: each class's implicit name,
-// and its spec.extendedResourceName (two classes with one name is an error).
+// and its spec.extendedResourceName (two classes with one name is an error). Mirrors
+// `extended::class_mapping`.
 func classMapping(classes []map[string]any) (map[string]string, error) {
 	out := map[string]string{}
 	explicit := map[string]string{}
@@ -68,7 +73,7 @@ func classMapping(classes []map[string]any) (map[string]string, error) {
 		}
 		if other, ok := explicit[r]; ok && other != name {
 			a, b := min(other, name), max(other, name)
-			return nil, fmt.Errorf("device classes %s and %s both set spec.extendedResourceName %s", a, b, r)
+			return nil, fmt.Errorf("device classes %s and %s both set spec.extendedResourceName %s: which one backs it is not defined", a, b, r)
 		}
 		explicit[r] = name
 		out[r] = name
@@ -77,7 +82,7 @@ func classMapping(classes []map[string]any) (map[string]string, error) {
 }
 
 // containerRequests are a container's requests as the API server stores them: a limit without a
-// request is the request.
+// request is the request. Mirrors `extended::requests`.
 func containerRequests(c *corev1.Container) map[string]resource.Quantity {
 	r := map[string]resource.Quantity{}
 	for k, v := range c.Resources.Requests {
@@ -92,6 +97,7 @@ func containerRequests(c *corev1.Container) map[string]resource.Quantity {
 }
 
 // podResources are the DRA-backed resources the pod asks for (nonzero somewhere), with their class.
+// Mirrors `extended::pod_resources`.
 func podResources(pod *corev1.Pod, mapping map[string]string) map[string]string {
 	out := map[string]string{}
 	for _, c := range allContainers(pod) {
@@ -135,6 +141,7 @@ type extendedStatus struct {
 }
 
 // containerRequest is container i's request for a resource after reusing `reusable` requests.
+// Mirrors `extended::container_request`.
 func containerRequest(i int, c *corev1.Container, res, class string, reusable []*extRequest) (*extRequest, []requestMapping, error) {
 	reqs := containerRequests(c)
 	q, ok := reqs[res]
@@ -175,6 +182,7 @@ func containerRequest(i int, c *corev1.Container, res, class string, reusable []
 }
 
 // requestsAndMappings are the special claim's requests (sorted by name) and the container mappings.
+// Mirrors `extended::requests_and_mappings`.
 func requestsAndMappings(pod *corev1.Pod, resources map[string]string) ([]extRequest, []requestMapping, error) {
 	containers := allContainers(pod)
 	inits := len(pod.Spec.InitContainers)
@@ -245,14 +253,43 @@ func requestsAndMappings(pod *corev1.Pod, resources map[string]string) ([]extReq
 	return requests, mappings, nil
 }
 
-// extendedClaim is the pod's special claim for an allocation the guest wrote for it, with the
-// pod's new status.extendedResourceClaimStatus: the requests and mappings the allocation has
-// results for (on a node that serves a resource through a device plugin the guest allocates none
-// for it). ok is false when `claim` is not the pod's special claim.
-func extendedClaim(claim string, pod *corev1.Pod, classes []map[string]any, allocation *allocationResult) (map[string]any, *extendedStatus, bool, error) {
-	if objectKey(pod.Namespace, extendedClaimName(pod)) != claim {
-		return nil, nil, false, nil
+// newExtendedClaim is the pod's special claim with `requests`: annotated, the pod its controlling
+// owner, no status. Mirrors `extended::new_claim` (an empty request list is left out, as Rust and
+// the API server write it).
+func newExtendedClaim(pod *corev1.Pod, requests []extRequest) map[string]any {
+	devices := map[string]any{}
+	if len(requests) > 0 {
+		list := make([]any, 0, len(requests))
+		for _, r := range requests {
+			list = append(list, map[string]any{
+				"name": r.name,
+				"exactly": map[string]any{
+					"deviceClassName": r.class, "allocationMode": "ExactCount", "count": r.count,
+				},
+			})
+		}
+		devices["requests"] = list
 	}
+	return map[string]any{
+		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+		"metadata": map[string]any{
+			"name": extendedClaimName(pod), "namespace": pod.Namespace,
+			"annotations": map[string]any{extendedClaimAnnotation: "true"},
+			"ownerReferences": []any{map[string]any{
+				"apiVersion": "v1", "kind": "Pod", "name": pod.Name, "uid": string(pod.UID), "controller": true,
+			}},
+		},
+		"spec": map[string]any{"devices": devices},
+	}
+}
+
+// claimForAllocation is the special claim as created for the pod with `allocation`, and the pod's
+// status.extendedResourceClaimStatus: the requests and mappings by the rules above for the pod and
+// `classes`, keeping those the allocation has results for (on a node that serves a resource
+// through a device plugin the guest allocates none for it). ok is false when the pod asks for no
+// DRA-backed resource; an error when a result names a request the pod does not make. Mirrors
+// `extended::claim_for_allocation`.
+func claimForAllocation(pod *corev1.Pod, classes []map[string]any, allocation *allocationResult) (map[string]any, *extendedStatus, bool, error) {
 	mapping, err := classMapping(classes)
 	if err != nil {
 		return nil, nil, false, err
@@ -266,44 +303,54 @@ func extendedClaim(claim string, pod *corev1.Pod, classes []map[string]any, allo
 		return nil, nil, false, err
 	}
 	allocated := map[string]bool{}
+	var names []string
 	for _, r := range allocation.Devices.Results {
-		allocated[strings.SplitN(r.Request, "/", 2)[0]] = true
+		name := strings.SplitN(r.Request, "/", 2)[0]
+		if !allocated[name] {
+			allocated[name] = true
+			names = append(names, name)
+		}
 	}
-	var specRequests []any
+	sort.Strings(names)
 	known := map[string]bool{}
 	for _, r := range requests {
 		known[r.name] = true
-		if !allocated[r.name] {
-			continue
-		}
-		specRequests = append(specRequests, map[string]any{
-			"name": r.name,
-			"exactly": map[string]any{
-				"deviceClassName": r.class, "allocationMode": "ExactCount", "count": r.count,
-			},
-		})
 	}
-	for r := range allocated {
-		if !known[r] {
-			return nil, nil, false, fmt.Errorf("the allocation has a result for request %s, which the pod does not make", r)
+	for _, name := range names {
+		if !known[name] {
+			return nil, nil, false, fmt.Errorf("the allocation has a result for request %s, which the pod does not make", name)
 		}
 	}
-	status := &extendedStatus{ResourceClaimName: extendedClaimName(pod)}
+	var kept []extRequest
+	for _, r := range requests {
+		if allocated[r.name] {
+			kept = append(kept, r)
+		}
+	}
+	status := &extendedStatus{RequestMappings: []requestMapping{}, ResourceClaimName: extendedClaimName(pod)}
 	for _, m := range mappings {
 		if allocated[m.RequestName] {
 			status.RequestMappings = append(status.RequestMappings, m)
 		}
 	}
-	object := map[string]any{
-		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
-		"metadata": map[string]any{
-			"name": extendedClaimName(pod), "namespace": pod.Namespace,
-			"annotations": map[string]any{extendedClaimAnnotation: "true"},
-			"ownerReferences": []any{map[string]any{
-				"apiVersion": "v1", "kind": "Pod", "name": pod.Name, "uid": string(pod.UID), "controller": true,
-			}},
-		},
-		"spec": map[string]any{"devices": map[string]any{"requests": specRequests}},
+	return newExtendedClaim(pod, kept), status, true, nil
+}
+
+// isExtendedClaimOf reports whether a claim is a special claim that the pod with UID `podUID`
+// controls (annotation "true", a controlling owner reference with that UID): the test of the Rust
+// store's `clear_pending_for_pod` (`extended::is_claim_of` by UID).
+func isExtendedClaimOf(claim map[string]any, podUID string) bool {
+	meta, _ := claim["metadata"].(map[string]any)
+	annotations, _ := meta["annotations"].(map[string]any)
+	if annotations[extendedClaimAnnotation] != "true" {
+		return false
 	}
-	return object, status, true, nil
+	refs, _ := meta["ownerReferences"].([]any)
+	for _, r := range refs {
+		owner, _ := r.(map[string]any)
+		if owner["controller"] == true && owner["uid"] == podUID {
+			return true
+		}
+	}
+	return false
 }

@@ -93,9 +93,6 @@ type store struct {
 	pending    map[string]pending
 	// writes are the allocations written per pod UID, in call order.
 	writes map[string][]write
-	// extended are the KEP-5004 special claims created at Reserve and not yet allocated, with
-	// their pod's UID: Unreserve deletes them.
-	extended map[string]string
 	// feedCache is the last feed document with its cursor and revision.
 	feedCursor string
 	feedRev    uint64
@@ -110,7 +107,6 @@ func newStore() *store {
 		byRevision: map[uint64]objectID{},
 		pending:    map[string]pending{},
 		writes:     map[string][]write{},
-		extended:   map[string]string{},
 	}
 }
 
@@ -250,11 +246,11 @@ func (s *store) Pod(key string) (*corev1.Pod, error) {
 func toPod(object map[string]any) (*corev1.Pod, error) {
 	raw, err := json.Marshal(object)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("Pod %s: %w", idOf(object).key, err)
 	}
 	var pod corev1.Pod
 	if err := json.Unmarshal(raw, &pod); err != nil {
-		return nil, fmt.Errorf("Pod %s: %v", idOf(object).key, err)
+		return nil, fmt.Errorf("Pod %s: %w", idOf(object).key, err)
 	}
 	return &pod, nil
 }
@@ -263,11 +259,11 @@ func toPod(object map[string]any) (*corev1.Pod, error) {
 func corev1Fields(object any, kind string) (map[string]any, error) {
 	raw, err := json.Marshal(object)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("encoding as %s: %w", kind, err)
 	}
 	var m map[string]any
 	if err := json.Unmarshal(raw, &m); err != nil {
-		return nil, err
+		return nil, fmt.Errorf("decoding the %s encoding: %w", kind, err)
 	}
 	m["apiVersion"], m["kind"] = "v1", kind
 	return m, nil
@@ -288,7 +284,7 @@ func (s *store) BindPod(key, node string) error {
 	pod.Spec.NodeName = node
 	fields, err := corev1Fields(pod, "Pod")
 	if err != nil {
-		return err
+		return fmt.Errorf("Pod %s: %w", key, err)
 	}
 	keepExtendedStatus(e.object, fields)
 	s.put(fields)
@@ -391,17 +387,22 @@ func sameAllocation(a, b []byte) bool {
 	return ok1 && ok2 && apiequality.Semantic.DeepEqual(x, y)
 }
 
-func (s *store) claimAllocation(id objectID) ([]byte, bool) {
+// claimAllocation is a stored claim's status.allocation as JSON (nil when it has none); false
+// when there is no such claim. An allocation that does not encode is an error.
+func (s *store) claimAllocation(id objectID) ([]byte, bool, error) {
 	e, ok := s.entries[id]
 	if !ok {
-		return nil, false
+		return nil, false, nil
 	}
 	status, _ := e.object["status"].(map[string]any)
 	if status["allocation"] == nil {
-		return nil, true
+		return nil, true, nil
 	}
-	raw, _ := json.Marshal(status["allocation"])
-	return raw, true
+	raw, err := json.Marshal(status["allocation"])
+	if err != nil {
+		return nil, true, fmt.Errorf("%s %s: status.allocation: %w", id.kind, id.key, err)
+	}
+	return raw, true, nil
 }
 
 // generatedClaim is the claim a pod's spec.resourceClaims entry generates from its template when
@@ -445,8 +446,9 @@ func (s *store) generatedClaim(claim string, pod *corev1.Pod) (string, map[strin
 }
 
 // SetPending records an in-flight allocation of a claim for a pod (Reserve). A claim the pod
-// generates from a template is created now, so that other scheduling cycles see its devices as
-// taken while the pod binds (the resourceclaim controller creates it before the pod is scheduled).
+// generates (from a template, or its KEP-5004 special claim) is created now, so that other
+// scheduling cycles see its devices as taken while the pod binds (the resourceclaim controller
+// creates a template's claim before the pod is scheduled). Mirrors `ObjectStore::set_pending`.
 func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	if _, ok := decodeAllocation(allocation); !ok {
 		return draInvalid
@@ -459,7 +461,11 @@ func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int
 			return code
 		}
 	}
-	if current, _ := s.claimAllocation(id); current != nil && !sameAllocation(current, allocation) {
+	current, _, err := s.claimAllocation(id)
+	if err != nil {
+		return draInvalid
+	}
+	if current != nil && !sameAllocation(current, allocation) {
 		return draConflict
 	}
 	s.pending[claim] = pending{podUID: string(pod.UID), allocation: append(json.RawMessage(nil), allocation...)}
@@ -472,7 +478,7 @@ func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int
 // controller does), or as its KEP-5004 special claim for `allocation` (with the pod's
 // status.extendedResourceClaimStatus, what upstream's DRA plugin does). draNotFound when the pod
 // generates no such claim; draInvalid when the allocation does not fit the pod's special claim.
-// The caller holds the lock.
+// Mirrors `ObjectStore::create_generated` of host/src/kswe/store.rs. The caller holds the lock.
 func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	// The stored pod (its status may already name generated claims), else the callback's.
 	source, stored := pod, false
@@ -488,41 +494,38 @@ func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte
 			name := str(generated, "metadata", "name")
 			source.Status.ResourceClaimStatuses = append(source.Status.ResourceClaimStatuses,
 				corev1.PodResourceClaimStatus{Name: entryName, ResourceClaimName: &name})
-			if fields, err := corev1Fields(source, "Pod"); err == nil {
-				keepExtendedStatus(s.entries[podID].object, fields)
-				s.put(fields)
+			fields, err := corev1Fields(source, "Pod")
+			if err != nil {
+				return draInvalid
 			}
+			keepExtendedStatus(s.entries[podID].object, fields)
+			s.put(fields)
 		}
 		return draOK
 	}
+	hasStatus := false
 	if stored {
-		if status, _ := s.entries[podID].object["status"].(map[string]any); status["extendedResourceClaimStatus"] != nil {
-			// The pod has its special claim already.
-			return draNotFound
-		}
+		status, _ := s.entries[podID].object["status"].(map[string]any)
+		hasStatus = status["extendedResourceClaimStatus"] != nil
 	}
-	alloc, ok := decodeAllocation(allocation)
-	if !ok {
-		return draInvalid
+	object, status, code := s.extendedClaim(claim, source, hasStatus, allocation)
+	if code != draOK {
+		return code
 	}
-	var classes []map[string]any
-	for id, e := range s.entries {
-		if id.kind == "DeviceClass" {
-			classes = append(classes, e.object)
-		}
-	}
-	object, status, ok, err := extendedClaim(claim, source, classes, alloc)
-	switch {
-	case err != nil:
-		return draInvalid
-	case !ok:
-		return draNotFound
-	}
-	s.put(object)
-	s.extended[claim] = string(pod.UID)
+	var updated map[string]any
 	if stored {
+		// The stored pod with status.extendedResourceClaimStatus, as JSON fields (k8s.io/api
+		// v0.33's Pod has no such field).
+		raw, err := json.Marshal(status)
+		if err != nil {
+			return draInvalid
+		}
+		var statusFields map[string]any
+		if err := json.Unmarshal(raw, &statusFields); err != nil {
+			return draInvalid
+		}
 		fields := s.entries[podID].object
-		updated := make(map[string]any, len(fields))
+		updated = make(map[string]any, len(fields))
 		for k, v := range fields {
 			updated[k] = v
 		}
@@ -532,19 +535,54 @@ func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte
 				podStatus[k] = v
 			}
 		}
-		var asMap map[string]any
-		raw, err := json.Marshal(status)
-		if err != nil || json.Unmarshal(raw, &asMap) != nil {
-			return draInvalid
-		}
-		podStatus["extendedResourceClaimStatus"] = asMap
+		podStatus["extendedResourceClaimStatus"] = statusFields
 		updated["status"] = podStatus
+	}
+	s.put(object)
+	if updated != nil {
 		s.put(updated)
 	}
 	return draOK
 }
 
-// ClearPending drops a pod's pending allocations (Unreserve).
+// extendedClaim is the KEP-5004 claim the scheduler creates for the pod's extended resources
+// backed by DRA when `claim` is its name (`<pod>-extended-resources-<5 chars>`, extendedClaimName)
+// and the pod has none yet (hasStatus false), with the pod's status.extendedResourceClaimStatus
+// (claimForAllocation, for the pod and the stored DeviceClasses). draNotFound when `claim` is not
+// the pod's special claim or the pod asks for no DRA-backed resource, draInvalid when the
+// allocation does not decode or a result names a request the pod does not make. Mirrors
+// `ObjectStore::extended_claim`. The caller holds the lock.
+func (s *store) extendedClaim(claim string, pod *corev1.Pod, hasStatus bool, allocation []byte) (map[string]any, *extendedStatus, int32) {
+	if hasStatus || objectKey(pod.Namespace, extendedClaimName(pod)) != claim {
+		return nil, nil, draNotFound
+	}
+	alloc, ok := decodeAllocation(allocation)
+	if !ok {
+		return nil, nil, draInvalid
+	}
+	var classes []map[string]any
+	for id, e := range s.entries {
+		if id.kind == "DeviceClass" {
+			classes = append(classes, e.object)
+		}
+	}
+	object, status, ok, err := claimForAllocation(pod, classes, alloc)
+	switch {
+	case err != nil:
+		// A class conflict would have failed the guest's PreFilter; what is left is a result
+		// for a request the pod does not make.
+		return nil, nil, draInvalid
+	case !ok:
+		return nil, nil, draNotFound
+	}
+	return object, status, draOK
+}
+
+// ClearPending drops a pod's pending allocations (Unreserve). A KEP-5004 special claim of the pod
+// that is still unallocated is deleted and the pod's status.extendedResourceClaimStatus cleared
+// when it names that claim, as upstream's Unreserve deletes the claim it created (a claim
+// generated from a template stays: the resourceclaim controller keeps it). Mirrors
+// `ObjectStore::clear_pending_for_pod`.
 func (s *store) ClearPending(podUID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -557,54 +595,54 @@ func (s *store) ClearPending(podUID string) {
 	sort.Strings(claims)
 	for _, claim := range claims {
 		delete(s.pending, claim)
-		if s.extended[claim] == podUID {
-			// A special claim created at Reserve goes, and the pod's status forgets it, as
-			// upstream's Unreserve deletes the claim it created.
-			delete(s.extended, claim)
-			s.dropExtended(claim)
-			continue
-		}
-		s.touch(objectID{"ResourceClaim", claim})
-	}
-}
-
-// dropExtended deletes the special claim `claim` and clears its pod's
-// status.extendedResourceClaimStatus. The caller holds the lock.
-func (s *store) dropExtended(claim string) {
-	id := objectID{"ResourceClaim", claim}
-	e, ok := s.entries[id]
-	if !ok {
-		return
-	}
-	ns := str(e.object, "metadata", "namespace")
-	refs, _ := metadata(e.object)["ownerReferences"].([]any)
-	_ = s.remove(id)
-	for _, r := range refs {
-		owner, _ := r.(map[string]any)
-		podID := objectID{"Pod", objectKey(ns, fmt.Sprint(owner["name"]))}
-		p, ok := s.entries[podID]
+		id := objectID{"ResourceClaim", claim}
+		e, ok := s.entries[id]
 		if !ok {
 			continue
 		}
-		updated := make(map[string]any, len(p.object))
-		for k, v := range p.object {
+		status, _ := e.object["status"].(map[string]any)
+		if status["allocation"] != nil || !isExtendedClaimOf(e.object, podUID) {
+			s.touch(id)
+			continue
+		}
+		if err := s.remove(id); err != nil {
+			panic(fmt.Sprintf("deleting a claim that was just found: %v", err))
+		}
+		s.forgetExtendedClaim(podUID, claim)
+	}
+}
+
+// forgetExtendedClaim clears status.extendedResourceClaimStatus of the pod with UID `podUID` when
+// it names `claim`. The caller holds the lock.
+func (s *store) forgetExtendedClaim(podUID, claim string) {
+	for id, e := range s.entries {
+		if id.kind != "Pod" || str(e.object, "metadata", "uid") != podUID {
+			continue
+		}
+		status, _ := e.object["status"].(map[string]any)
+		named := str(status, "extendedResourceClaimStatus", "resourceClaimName")
+		if status["extendedResourceClaimStatus"] == nil || objectKey(str(e.object, "metadata", "namespace"), named) != claim {
+			return
+		}
+		updated := make(map[string]any, len(e.object))
+		for k, v := range e.object {
 			updated[k] = v
 		}
-		if status, ok := p.object["status"].(map[string]any); ok {
-			kept := map[string]any{}
-			for k, v := range status {
-				if k != "extendedResourceClaimStatus" {
-					kept[k] = v
-				}
+		kept := map[string]any{}
+		for k, v := range status {
+			if k != "extendedResourceClaimStatus" {
+				kept[k] = v
 			}
-			updated["status"] = kept
 		}
+		updated["status"] = kept
 		s.put(updated)
+		return
 	}
 }
 
 // WriteAllocation sets status.allocation of a claim and adds the pod to status.reservedFor
-// (PreBind), creating a claim the pod generates from a template first.
+// (PreBind), creating a claim the pod generates (from a template, or its KEP-5004 special claim)
+// first. Mirrors `ObjectStore::write_allocation`.
 func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	if _, ok := decodeAllocation(allocation); !ok {
 		return draInvalid
@@ -617,8 +655,10 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 			return code
 		}
 	}
-	delete(s.extended, claim)
-	current, _ := s.claimAllocation(id)
+	current, _, err := s.claimAllocation(id)
+	if err != nil {
+		return draInvalid
+	}
 	if current != nil && !sameAllocation(current, allocation) {
 		return draConflict
 	}
@@ -634,7 +674,9 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 		}
 	}
 	var alloc any
-	_ = json.Unmarshal(allocation, &alloc)
+	if err := json.Unmarshal(allocation, &alloc); err != nil {
+		return draInvalid
+	}
 	status["allocation"] = alloc
 	reserved, _ := status["reservedFor"].([]any)
 	found := false
