@@ -37,17 +37,29 @@ func (g *guestLog) Error(_ error, msg string, kvs ...any) {
 	if msg != rejectedMessage {
 		return
 	}
+	var object, reason string
+	found := false
 	for i := 0; i+1 < len(kvs); i += 2 {
-		if key, _ := kvs[i].(string); key == "error" {
-			reason := fmt.Sprint(kvs[i+1])
-			g.mu.Lock()
-			if !g.seen[reason] {
-				// The guest logs an object each time the feed carries it: listed once.
-				g.seen[reason] = true
-				g.rejected = append(g.rejected, reason)
-			}
-			g.mu.Unlock()
+		switch key, _ := kvs[i].(string); key {
+		case "object":
+			object = fmt.Sprint(kvs[i+1])
+		case "error":
+			reason, found = fmt.Sprint(kvs[i+1]), true
 		}
+	}
+	if !found {
+		return
+	}
+	if object == "" {
+		object = reason
+	}
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	// Every instance logs an object each time its feed carries it (a new instance resyncs):
+	// listed once, with the first error the guest gave.
+	if !g.seen[object] {
+		g.seen[object] = true
+		g.rejected = append(g.rejected, reason)
 	}
 }
 
@@ -76,7 +88,7 @@ func (g *guestLog) take() []string {
 	return lines
 }
 
-// rejections returns the errors of the objects the guest rejected, each once, in log order.
+// rejections returns the errors of the objects the guest rejected, each object once, in log order.
 func (g *guestLog) rejections() []string {
 	g.mu.Lock()
 	defer g.mu.Unlock()

@@ -59,7 +59,7 @@ func run(args []string) error {
 	}
 	out, err := json.MarshalIndent(rep, "", "  ")
 	if err != nil {
-		return err
+		return fmt.Errorf("encoding the report: %w", err)
 	}
 	fmt.Println(string(out))
 	return nil

@@ -177,7 +177,7 @@ func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
 	}
 	host, err := newDraHost(ctx, s)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("the sharing-affinity.dra/v1 host module: %w", err)
 	}
 	defer host.Close(ctx)
 	root := host.resolve(ctx)
@@ -198,15 +198,18 @@ func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
 	}
 	guest, err := filepath.Abs(opts.guest)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("KSWE guest: %w", err)
 	}
 	if _, err := os.Stat(guest); err != nil {
 		return nil, fmt.Errorf("KSWE guest: %w (build it with `cargo build -p sharing-affinity-guest --target wasm32-unknown-unknown --profile wasm --features scheduler-abi --target-dir target/kswe-guest`)", err)
 	}
-	config := wasm.PluginConfig{GuestURL: "file://" + guest, GuestConfig: c.config}
+	// LogSeverity 0 (info) lets every guest log through: KSWE's `logs` drops an entry whose
+	// severity is below it, and the guest logs a rejected object at error (2), which the sink
+	// above needs.
+	config := wasm.PluginConfig{GuestURL: "file://" + guest, GuestConfig: c.config, LogSeverity: 0}
 	plugin, err := wasm.NewFromConfig(root, "sharing-affinity", config, handle)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("starting the KSWE plugin: %w", err)
 	}
 	if closer, ok := plugin.(interface{ Close() error }); ok {
 		defer closer.Close()
@@ -214,7 +217,7 @@ func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
 	// kube-scheduler asks every plugin for its events once, at start-up.
 	if ext, ok := plugin.(framework.EnqueueExtensions); ok {
 		if _, err := ext.EventsToRegister(root); err != nil {
-			return nil, err
+			return nil, fmt.Errorf("EventsToRegister: %w", err)
 		}
 	}
 	r := &replayer{root: root, plugin: plugin, store: s, nodes: infos}
@@ -491,7 +494,7 @@ func allocationsOf(writes []write) ([]allocationJSON, error) {
 			} `json:"devices"`
 		}
 		if err := json.Unmarshal(w.Allocation, &a); err != nil {
-			return nil, fmt.Errorf("claim %s: allocation: %v", w.Claim, err)
+			return nil, fmt.Errorf("claim %s: allocation: %w", w.Claim, err)
 		}
 		results := a.Devices.Results
 		if results == nil {

@@ -302,8 +302,8 @@ func TestHostModuleNeedsAPodAndPanicsOutsideMemory(t *testing.T) {
 	}
 }
 
-// The guest's klog calls reach the replay's sink: every line is kept, and each rejected object's
-// error is listed once.
+// The guest's klog calls reach the replay's sink: every line is kept, and each rejected object is
+// listed once, with its first error (every instance logs it again when its feed carries it).
 func TestGuestLogKeepsLinesAndRejectedObjects(t *testing.T) {
 	log := newGuestLog()
 	klog.SetLogger(logr.New(log))
@@ -311,12 +311,15 @@ func TestGuestLogKeepsLinesAndRejectedObjects(t *testing.T) {
 	for range 2 {
 		klog.ErrorS(nil, rejectedMessage, "object", "ResourceSlice s", "error", "ResourceSlice s: field spec.x: bad")
 	}
+	klog.ErrorS(nil, rejectedMessage, "object", "ResourceSlice s", "error", "ResourceSlice s: field spec.y: bad")
+	klog.ErrorS(nil, rejectedMessage, "object", "Node n", "error", "Node n: field metadata.name: bad")
 	klog.InfoS("something else", "k", "v")
-	if lines := log.take(); len(lines) != 3 || !strings.Contains(lines[0], "object rejected") {
+	if lines := log.take(); len(lines) != 5 || !strings.Contains(lines[0], "object rejected") {
 		t.Errorf("captured: %v", lines)
 	}
-	if got := log.rejections(); len(got) != 1 || got[0] != "ResourceSlice s: field spec.x: bad" {
-		t.Errorf("rejected: %v", got)
+	want := []string{"ResourceSlice s: field spec.x: bad", "Node n: field metadata.name: bad"}
+	if got := log.rejections(); !reflect.DeepEqual(got, want) {
+		t.Errorf("rejected: %q, want %q", got, want)
 	}
 }
 
