@@ -15,8 +15,14 @@
 //! `--engine component` (the default) and `--engine kswe` build the workspace's guest with cargo
 //! when no `--plugin` is given (see [`artifact`]).
 //!
+//! The counts of `generate` and `simulate` have ranges: `--nodes` 1..=100000, `--devices-per-node`
+//! 1..=128 (and nodes × devices per node at most 1,000,000), `--pods` 0..=1000000, `--running`
+//! 0..=500000, `--groups` 1..=100000, `--burst` and `--driver-lag` 1..=1000000,
+//! `--affinity-keys` 1..=8.
+//!
 //! Exit status: 0 when the replay ran (whatever it decided), 1 for unreadable input, a plugin that
-//! fails to load, an invalid configuration or a failure while loading the objects, 2 for usage errors.
+//! fails to load, an invalid configuration or a failure while loading the objects, 2 for usage
+//! errors (an unknown option, a count out of its range).
 //! `audit`, and `replay --audit`, exit with 3 when the auditor finds a violation. `replay` exits
 //! with 4 when it ran but objects were rejected (each is listed): its decisions are then those of
 //! a cluster without them; `audit` exits with 4, naming them, when claims that may hold devices
@@ -25,7 +31,8 @@
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
+use clap::error::ErrorKind;
+use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sharing_affinity_core::affinity::Config;
 use sharing_affinity_host::component::ComponentPlugin;
@@ -61,26 +68,30 @@ enum Command {
     Audit(AuditArgs),
 }
 
-/// The workload shape shared by `generate` and `simulate`.
+/// The workload shape shared by `generate` and `simulate`. Every count has a range clap enforces
+/// (an error naming the flag, exit status 2), and [`MAX_DEVICES`] bounds the devices of the
+/// cluster. The generator holds the whole cluster in memory (measured: about 0.8 KB per device,
+/// 5.6 KB per running pod, 2.4 KB per pending pod, 1.5 KB per group's template), so the maxima
+/// keep the largest workload near 6 GB.
 #[derive(Args)]
 struct WorkloadArgs {
-    /// Nodes.
-    #[arg(long)]
+    /// Nodes, 1..=100000.
+    #[arg(long, value_parser = count::<1, 100_000>)]
     nodes: usize,
-    /// Devices per node.
-    #[arg(long)]
+    /// Devices per node, 1..=128 (nodes × devices-per-node at most 1000000).
+    #[arg(long, value_parser = count::<1, 128>)]
     devices_per_node: usize,
-    /// Pending pods.
-    #[arg(long, default_value_t = 100)]
+    /// Pending pods, 0..=1000000.
+    #[arg(long, default_value_t = 100, value_parser = count::<0, 1_000_000>)]
     pods: usize,
-    /// Running pods with allocated claims (default: nodes × devices-per-node / 2).
-    #[arg(long)]
+    /// Running pods with allocated claims, 0..=500000 (default: nodes × devices-per-node / 2).
+    #[arg(long, value_parser = count::<0, 500_000>)]
     running: Option<usize>,
     /// Affinity keys per extractor, 1..=8 (default 1; not with --profile plain).
-    #[arg(long)]
+    #[arg(long, value_parser = count::<1, 8>)]
     affinity_keys: Option<usize>,
-    /// Affinity groups (default 8; not with --profile plain).
-    #[arg(long)]
+    /// Affinity groups, 1..=100000 (default 8; not with --profile plain).
+    #[arg(long, value_parser = count::<1, 100_000>)]
     groups: Option<usize>,
     /// The device family: nic, gpu, fpga, rdma, or plain (upstream scheduler_perf's shape, no sharing).
     #[arg(long, default_value = "nic", value_parser = parse_profile)]
@@ -91,9 +102,23 @@ struct WorkloadArgs {
     /// Extractors in the plugin configuration instead of KEP-5981 metadata slices (needs --out).
     #[arg(long)]
     extractors_in_config: bool,
-    /// Pending pods arrive in runs of this many pods of one group (a Job's replicas).
-    #[arg(long, default_value_t = 1)]
+    /// Pending pods arrive in runs of this many pods of one group (a Job's replicas), 1..=1000000.
+    #[arg(long, default_value_t = 1, value_parser = count::<1, 1_000_000>)]
     burst: usize,
+}
+
+/// The most devices (nodes × devices per node) `generate` and `simulate` build: about 0.8 GB
+/// and 20 s for the cluster alone.
+const MAX_DEVICES: usize = 1_000_000;
+
+/// A count on the command line, in `MIN..=MAX`: clap reports an error naming the flag for text
+/// that is not a whole number or is out of range, before anything is allocated for it.
+fn count<const MIN: usize, const MAX: usize>(text: &str) -> std::result::Result<usize, String> {
+    match text.parse::<usize>() {
+        Ok(n) if (MIN..=MAX).contains(&n) => Ok(n),
+        Ok(n) => Err(format!("must be {MIN}..={MAX}, got {n}")),
+        Err(_) => Err(format!("must be a whole number in {MIN}..={MAX}")),
+    }
 }
 
 #[derive(Args)]
@@ -111,8 +136,8 @@ struct SimulateArgs {
     #[command(flatten)]
     workload: WorkloadArgs,
     /// Scheduling attempts between two reconciles of the workaround driver (its reaction time,
-    /// counted in scheduling cycles).
-    #[arg(long, default_value_t = 8)]
+    /// counted in scheduling cycles), 1..=1000000.
+    #[arg(long, default_value_t = 8, value_parser = count::<1, 1_000_000>)]
     driver_lag: usize,
     /// Output format.
     #[arg(long, value_enum, default_value_t = Output::Table)]
@@ -124,6 +149,18 @@ fn parse_profile(name: &str) -> std::result::Result<Profile, String> {
 }
 
 impl WorkloadArgs {
+    /// The ranges clap cannot check flag by flag: the cluster's devices.
+    fn check(&self) -> std::result::Result<(), String> {
+        // Both factors are range-checked, so the product cannot overflow.
+        if self.nodes * self.devices_per_node > MAX_DEVICES {
+            return Err(format!(
+                "--nodes × --devices-per-node must be at most {MAX_DEVICES} devices, got {} × {}",
+                self.nodes, self.devices_per_node
+            ));
+        }
+        Ok(())
+    }
+
     fn spec(&self) -> Result<Spec> {
         if self.profile == Profile::Plain && (self.affinity_keys.is_some() || self.groups.is_some()) {
             bail!("--affinity-keys and --groups do not apply to --profile plain (no sharing)");
@@ -245,6 +282,13 @@ enum Verdict {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Command::Generate(GenerateArgs { workload, .. }) | Command::Simulate(SimulateArgs { workload, .. }) =
+        &cli.command
+        && let Err(message) = workload.check()
+    {
+        // A usage error like a count out of its range: clap's format and exit status.
+        Cli::command().error(ErrorKind::ValueValidation, message).exit();
+    }
     let result = match cli.command {
         Command::Replay(args) => run_replay(&args),
         Command::Generate(args) => run_generate(&args).map(|()| Verdict::Clean),
@@ -593,6 +637,22 @@ mod tests {
             ])
             .is_err()
         );
+    }
+
+    #[test]
+    fn counts_parse_within_their_range_only() {
+        assert_eq!(count::<1, 8>("1"), Ok(1));
+        assert_eq!(count::<1, 8>("8"), Ok(8));
+        assert_eq!(count::<0, 8>("0"), Ok(0));
+        assert_eq!(count::<1, 8>("0"), Err("must be 1..=8, got 0".into()));
+        assert_eq!(count::<1, 8>("9"), Err("must be 1..=8, got 9".into()));
+        for bad in ["", "-1", "1.5", "x", "18446744073709551616"] {
+            assert_eq!(
+                count::<1, 8>(bad),
+                Err("must be a whole number in 1..=8".into()),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

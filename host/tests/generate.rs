@@ -337,7 +337,7 @@ fn without_shapes_the_generator_writes_the_golden_bytes() {
 }
 
 /// Every count of `generate` and `simulate` is range-checked: a huge `--pods` (or `--burst`) is
-/// an error naming the flag, exit status 1, never a panic or an allocation without bound.
+/// a usage error naming the flag, exit status 2, never a panic or an allocation without bound.
 #[test]
 fn huge_counts_are_range_errors() {
     for (command, flag, value) in [
@@ -351,7 +351,7 @@ fn huge_counts_are_range_errors() {
             .output()
             .unwrap();
         let stderr = String::from_utf8_lossy(&out.stderr);
-        assert_eq!(out.status.code(), Some(1), "{command} {flag} {value}: {stderr}");
+        assert_eq!(out.status.code(), Some(2), "{command} {flag} {value}: {stderr}");
         assert!(
             stderr.contains(flag) && stderr.contains("must be"),
             "{command} {flag} {value}: {stderr}"
