@@ -20,7 +20,8 @@
 //! 0..=500000, `--groups` 1..=100000, `--burst` and `--driver-lag` 1..=1000000,
 //! `--affinity-keys` 1..=8.
 //!
-//! Exit status: 0 when the replay ran (whatever it decided), 1 for unreadable input, a plugin that
+//! Exit status: 0 when the replay ran (whatever it decided), 1 for unreadable input (also input
+//! with no object of a kind the plugin reads: an empty file or List, a JSON array), a plugin that
 //! fails to load, an invalid configuration or a failure while loading the objects, 2 for usage
 //! errors (an unknown option, a count out of its range).
 //! `audit`, and `replay --audit`, exit with 3 when the auditor finds a violation. `replay` exits
@@ -349,23 +350,37 @@ fn run_audit(args: &AuditArgs) -> Result<Verdict> {
     Ok(Verdict::Clean)
 }
 
-/// The cluster file, which must hold something to decide on: an input with no object of a kind
-/// the plugin reads, and none it rejected (an empty file, `{"items": null}`, a List of
-/// Namespaces), is an error, not an empty result.
+/// The cluster file, which must hold something to decide on: at least one object of a kind the
+/// plugin reads, decoded or rejected with its kind and name. Anything else is an error naming the
+/// file, not an empty result: an empty file, an empty `List` or one whose items are `null`, only
+/// other kinds (a List of Namespaces), only values that are no Kubernetes object (`{"items":
+/// null}`, objects nested too deep for the decoder).
 fn read_cluster(path: &Path) -> Result<Cluster> {
     let cluster = Cluster::from_file(path)?;
-    if cluster.objects.is_empty() && cluster.invalid.is_empty() {
-        let others = cluster
-            .ignored_summary()
-            .map(|s| format!(" ({s})"))
-            .unwrap_or_default();
+    if !cluster.objects.is_empty() || !cluster.refused.is_empty() {
+        return Ok(cluster);
+    }
+    if cluster.invalid.is_empty() && cluster.ignored.is_empty() {
         bail!(
-            "{}: nothing to read: no Node, Pod, DeviceClass, ResourceSlice, ResourceClaim, \
-             ResourceClaimTemplate or DeviceTaintRule{others}",
+            "{}: nothing to read: no objects (an empty file or an empty List)",
             path.display()
         );
     }
-    Ok(cluster)
+    let mut found: Vec<String> = cluster.ignored_summary().into_iter().collect();
+    // A few reasons say what is wrong; all of them would repeat one mistake thousands of times.
+    const SHOWN: usize = 3;
+    for invalid in cluster.invalid.iter().take(SHOWN) {
+        found.push(format!("unreadable: {invalid}"));
+    }
+    if cluster.invalid.len() > SHOWN {
+        found.push(format!("{} more unreadable", cluster.invalid.len() - SHOWN));
+    }
+    bail!(
+        "{}: nothing to read: no Node, Pod, DeviceClass, ResourceSlice, ResourceClaim, \
+         ResourceClaimTemplate or DeviceTaintRule ({})",
+        path.display(),
+        found.join("; ")
+    );
 }
 
 fn read_config(path: Option<&Path>) -> Result<String> {

@@ -20,9 +20,7 @@ use serde_json::value::RawValue;
 use sharing_affinity_core::Status;
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::object_key;
-use sharing_affinity_core::object::{
-    Kind, MAX_INPUT_BYTES, Object, Parsed, collect, identify, parse_objects,
-};
+use sharing_affinity_core::object::{Kind, Object, Parsed, collect, identify};
 use sharing_affinity_core::plugin::{ClaimAllocation, extended};
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
@@ -50,14 +48,11 @@ pub struct Cluster {
 }
 
 impl Cluster {
-    /// Parses a JSON document (a `List`, a single object or a stream). Text that is not JSON is an
+    /// Parses a JSON document (a `List`, a single object or a stream of them). Text that is not
+    /// JSON, and a value at the top level that is not an object (an array, a number...), is an
     /// error; an object that does not decode is listed in [`Cluster::invalid`].
     pub fn parse(json: &str) -> Result<Cluster> {
-        let parsed = if json.len() > MAX_INPUT_BYTES {
-            parse_large(json)?
-        } else {
-            parse_objects(json).map_err(|e| format_err!("{e}"))?
-        };
+        let parsed = parse_documents(json)?;
         let mut nodes = Vec::new();
         let mut pending = Vec::new();
         for object in &parsed.objects {
@@ -108,20 +103,43 @@ impl Cluster {
     }
 }
 
-/// A document larger than the plugin's per-input limit (a generated cluster of thousands of
-/// nodes): the host reads its own file, so it walks the `List`s here and decodes each object as
-/// the plugin does; the objects then reach the plugin one event at a time, each under the limit.
-fn parse_large(json: &str) -> Result<Parsed> {
+/// The values of a document, each an object or a `List` of them. The host reads its own file, so
+/// it walks the values here and decodes each object as the plugin does, whatever the document's
+/// size: a generated cluster of thousands of nodes is over the plugin's per-input limit
+/// ([`sharing_affinity_core::object::MAX_INPUT_BYTES`]), and its objects reach the plugin one
+/// event at a time, each under it.
+fn parse_documents(json: &str) -> Result<Parsed> {
     let mut parsed = Parsed::default();
     let mut index = 0;
-    for document in serde_json::Deserializer::from_str(json).into_iter::<&RawValue>() {
-        collect(
-            document.map_err(|e| format_err!("malformed JSON: {e}"))?.get(),
-            &mut index,
-            &mut parsed,
-        );
+    for (n, document) in serde_json::Deserializer::from_str(json)
+        .into_iter::<&RawValue>()
+        .enumerate()
+    {
+        let text = document.map_err(|e| format_err!("malformed JSON: {e}"))?.get();
+        // An array at the top level is not a List: kubectl never prints one, and reading it as
+        // one object gave a single rejection and an empty replay.
+        if !text.starts_with('{') {
+            return Err(format_err!(
+                "value #{n} is {}, not an object: the input must be Kubernetes objects (one \
+                 object, a List such as kubectl prints, or several one after the other)",
+                json_type(text)
+            ));
+        }
+        collect(text, &mut index, &mut parsed);
     }
     Ok(parsed)
+}
+
+/// What kind of JSON value `text` (valid JSON) is, for messages.
+fn json_type(text: &str) -> &'static str {
+    match text.as_bytes().first() {
+        Some(b'[') => "an array",
+        Some(b'"') => "a string",
+        Some(b't' | b'f') => "a boolean",
+        Some(b'n') => "null",
+        Some(b'{') => "an object",
+        _ => "a number",
+    }
 }
 
 /// What filter (and score, for feasible nodes) said about one node.
@@ -562,7 +580,31 @@ mod tests {
     }
 
     #[test]
+    fn a_value_at_the_top_level_that_is_not_an_object_is_an_error() {
+        for (json, what) in [
+            ("[1, 2]", "value #0 is an array"),
+            (
+                r#"[{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}]"#,
+                "value #0 is an array",
+            ),
+            (
+                r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}} 7"#,
+                "value #1 is a number",
+            ),
+            (r#""x""#, "value #0 is a string"),
+            ("null", "value #0 is null"),
+        ] {
+            let err = Cluster::parse(json).map(|_| ()).unwrap_err().to_string();
+            assert!(
+                err.contains(what) && err.contains("not an object"),
+                "{json}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn a_document_over_the_plugin_input_limit_is_parsed_by_the_host() {
+        use sharing_affinity_core::object::MAX_INPUT_BYTES;
         let padding = "x".repeat(MAX_INPUT_BYTES);
         let json = format!(
             r#"{{"kind":"List","items":[{{"apiVersion":"v1","kind":"Node","metadata":{{"name":"n"}}}},

@@ -221,7 +221,7 @@ fn cli_audit_with_an_unreadable_holder_is_incomplete() {
 
 /// Input with nothing to decide on is an error, never an empty success: an empty file, a List
 /// whose items are `null`, a List of other kinds (`replay` and `audit`: exit 1), and text the
-/// plugin cannot read as objects (exit 1 for malformed JSON; 4 when every item was rejected).
+/// plugin cannot read as objects (exit 1: an array at the top level is not an object).
 #[test]
 fn cli_unusable_input_exits_non_zero() {
     let dir = std::env::temp_dir().join(format!("sa-unusable-{}", std::process::id()));
@@ -236,7 +236,7 @@ fn cli_unusable_input_exits_non_zero() {
             1,
         ),
         ("deep", &deep, 1),
-        ("array", "[1, 2]", 4),
+        ("array", "[1, 2]", 1),
     ];
     for (name, text, code) in cases {
         let file = dir.join(format!("{name}.json"));
