@@ -42,7 +42,7 @@ use sharing_affinity_host::generate::{self, Profile, Spec};
 use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweModule, TrapPolicy};
 use sharing_affinity_host::limits::{self, Limits};
 use sharing_affinity_host::native::NativeEngine;
-use sharing_affinity_host::replay::{Binding, Cluster, replay_with};
+use sharing_affinity_host::replay::{Binding, Cluster, Position, replay_with};
 use sharing_affinity_host::{artifact, audit, report, simulate};
 use wasmtime::error::Context;
 use wasmtime::{Result, bail, format_err};
@@ -311,8 +311,11 @@ fn main() -> ExitCode {
 fn run_audit(args: &AuditArgs) -> Result<Verdict> {
     let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
     let cluster = read_cluster(&cluster_path)?;
-    for invalid in &cluster.invalid {
-        eprintln!("warning: not audited: {invalid}");
+    for (invalid, at) in cluster.invalid.iter().zip(&cluster.invalid_at) {
+        eprintln!(
+            "warning: not audited: {invalid} (at {})",
+            place(&cluster_path, *at)
+        );
     }
     // Claims that did not decode may hold devices, and so may objects whose kind cannot be
     // read: what they hold is not audited.
@@ -369,8 +372,8 @@ fn read_cluster(path: &Path) -> Result<Cluster> {
     let mut found: Vec<String> = cluster.ignored_summary().into_iter().collect();
     // A few reasons say what is wrong; all of them would repeat one mistake thousands of times.
     const SHOWN: usize = 3;
-    for invalid in cluster.invalid.iter().take(SHOWN) {
-        found.push(format!("unreadable: {invalid}"));
+    for (invalid, at) in cluster.invalid.iter().zip(&cluster.invalid_at).take(SHOWN) {
+        found.push(format!("unreadable at {}:{}: {invalid}", at.line, at.column));
     }
     if cluster.invalid.len() > SHOWN {
         found.push(format!("{} more unreadable", cluster.invalid.len() - SHOWN));
@@ -381,6 +384,11 @@ fn read_cluster(path: &Path) -> Result<Cluster> {
         path.display(),
         found.join("; ")
     );
+}
+
+/// A place in a file as editors and compilers write it, `FILE:LINE:COLUMN`, and its byte offset.
+fn place(path: &Path, at: Position) -> String {
+    format!("{}:{}:{}, byte {}", path.display(), at.line, at.column, at.byte)
 }
 
 fn read_config(path: Option<&Path>) -> Result<String> {
@@ -426,8 +434,11 @@ fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
     if let Some(line) = cluster.ignored_summary() {
         eprintln!("note: {line}");
     }
-    for rejected in &result.rejected {
-        eprintln!("warning: rejected {rejected}");
+    for (i, rejected) in result.rejected.iter().enumerate() {
+        match cluster.rejection_at(i, rejected) {
+            Some(at) => eprintln!("warning: rejected {rejected} (at {})", place(&cluster_path, at)),
+            None => eprintln!("warning: rejected {rejected}"),
+        }
     }
     for line in engine.take_logs() {
         eprintln!("plugin log: {line}");

@@ -20,7 +20,7 @@ use serde_json::value::RawValue;
 use sharing_affinity_core::Status;
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::object_key;
-use sharing_affinity_core::object::{Kind, Object, Parsed, collect, identify};
+use sharing_affinity_core::object::{Kind, Object, Parsed, collect, identify, offset_in};
 use sharing_affinity_core::plugin::{ClaimAllocation, extended};
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
@@ -32,8 +32,15 @@ use crate::engine::Engine;
 pub struct Cluster {
     /// The objects of the kinds the plugin uses, in input order.
     pub objects: Vec<Object>,
-    /// Objects that failed to decode, one message each (they are not loaded).
+    /// Objects that failed to decode, one message each (they are not loaded). The messages are
+    /// those the plugin gives for the object alone, so they read the same on every engine;
+    /// [`Cluster::invalid_at`] says where each error is in the input.
     pub invalid: Vec<String>,
+    /// Where in the input each error of [`Cluster::invalid`] is (same order): the bad value when
+    /// the decoder stopped at one, else the start of the object.
+    pub invalid_at: Vec<Position>,
+    /// Where in the input each of [`Cluster::objects`] starts (same order).
+    pub objects_at: Vec<Position>,
     /// The JSON text of each object that failed to decode but names its kind and name: the
     /// replay hands these to the engine as well, whose plugin rejects them and then names them
     /// where a decision misses them.
@@ -71,8 +78,15 @@ impl Cluster {
         nodes.sort();
         nodes.dedup();
         pending.sort();
+        let errors_at: Vec<usize> = parsed.errors.iter().map(|e| e.offset().unwrap_or(0)).collect();
         Ok(Cluster {
-            invalid: parsed.errors.iter().map(ToString::to_string).collect(),
+            invalid: parsed
+                .errors
+                .iter()
+                .map(|e| e.without_position().to_string())
+                .collect(),
+            invalid_at: Position::all(json, &errors_at),
+            objects_at: Position::all(json, &parsed.offsets),
             refused: parsed.refused,
             ignored: parsed.ignored,
             objects: parsed.objects,
@@ -96,6 +110,22 @@ impl Cluster {
         ))
     }
 
+    /// Where in the input the `index`th rejection of a replay of this cluster ([`Replay::rejected`]:
+    /// first [`Cluster::invalid`], then what the plugin refused while loading, each named
+    /// `Kind namespace/name: ...`) is.
+    pub fn rejection_at(&self, index: usize, message: &str) -> Option<Position> {
+        if let Some(at) = self.invalid_at.get(index) {
+            return Some(*at);
+        }
+        let (label, _) = message.split_once(": ")?;
+        let (kind, key) = label.split_once(' ')?;
+        let kind = Kind::from_name(kind)?;
+        self.objects
+            .iter()
+            .position(|o| o.kind() == kind && o.key() == key)
+            .and_then(|i| self.objects_at.get(i).copied())
+    }
+
     /// Reads and parses a cluster file.
     pub fn from_file(path: &Path) -> Result<Cluster> {
         let json = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
@@ -116,18 +146,79 @@ fn parse_documents(json: &str) -> Result<Parsed> {
         .enumerate()
     {
         let text = document.map_err(|e| format_err!("malformed JSON: {e}"))?.get();
+        let offset = offset_in(json, text);
         // An array at the top level is not a List: kubectl never prints one, and reading it as
         // one object gave a single rejection and an empty replay.
         if !text.starts_with('{') {
             return Err(format_err!(
-                "value #{n} is {}, not an object: the input must be Kubernetes objects (one \
-                 object, a List such as kubectl prints, or several one after the other)",
+                "value #{n}, at {}, is {}, not an object: the input must be Kubernetes objects \
+                 (one object, a List such as kubectl prints, or several one after the other)",
+                Position::all(json, &[offset])[0],
                 json_type(text)
             ));
         }
-        collect(text, &mut index, &mut parsed);
+        collect(text, offset, &mut index, &mut parsed);
     }
     Ok(parsed)
+}
+
+/// A place in the input text: line and column (both from 1; the column counts characters) and
+/// the byte offset (from 0).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Position {
+    /// Line, from 1.
+    pub line: usize,
+    /// Column in characters, from 1.
+    pub column: usize,
+    /// Bytes before it.
+    pub byte: usize,
+}
+
+impl std::fmt::Display for Position {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "line {} column {} (byte {})",
+            self.line, self.column, self.byte
+        )
+    }
+}
+
+impl Position {
+    /// The positions of the byte offsets `bytes` in `text`, in one pass over the text when they
+    /// are in increasing order (as the objects and errors of a document are): counting from the
+    /// start for each would be quadratic in a one-line file of thousands of objects.
+    pub fn all(text: &str, bytes: &[usize]) -> Vec<Position> {
+        let text = text.as_bytes();
+        let mut at = Position {
+            line: 1,
+            column: 1,
+            byte: 0,
+        };
+        let mut out = Vec::with_capacity(bytes.len());
+        for &byte in bytes {
+            let byte = byte.min(text.len());
+            if byte < at.byte {
+                at = Position {
+                    line: 1,
+                    column: 1,
+                    byte: 0,
+                };
+            }
+            for &b in &text[at.byte..byte] {
+                if b == b'\n' {
+                    at.line += 1;
+                    at.column = 1;
+                } else if b & 0xC0 != 0x80 {
+                    // Not a UTF-8 continuation byte: a character starts here.
+                    at.column += 1;
+                }
+            }
+            at.byte = byte;
+            out.push(at);
+        }
+        out
+    }
 }
 
 /// What kind of JSON value `text` (valid JSON) is, for messages.
@@ -582,17 +673,17 @@ mod tests {
     #[test]
     fn a_value_at_the_top_level_that_is_not_an_object_is_an_error() {
         for (json, what) in [
-            ("[1, 2]", "value #0 is an array"),
+            ("[1, 2]", "value #0, at line 1 column 1 (byte 0), is an array"),
             (
                 r#"[{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}}]"#,
-                "value #0 is an array",
+                "is an array",
             ),
             (
-                r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n"}} 7"#,
-                "value #1 is a number",
+                "{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n\"}}\n 7",
+                "value #1, at line 2 column 2 (byte 59), is a number",
             ),
-            (r#""x""#, "value #0 is a string"),
-            ("null", "value #0 is null"),
+            (r#""x""#, "is a string"),
+            ("null", "is null"),
         ] {
             let err = Cluster::parse(json).map(|_| ()).unwrap_err().to_string();
             assert!(
@@ -600,6 +691,60 @@ mod tests {
                 "{json}: {err}"
             );
         }
+    }
+
+    #[test]
+    fn positions_count_lines_and_characters() {
+        let text = "ab\n\u{e7}d\n\nx";
+        let at = |line, column, byte| Position { line, column, byte };
+        assert_eq!(
+            Position::all(text, &[0, 1, 3, 5, 7, 8, 2, 99]),
+            [
+                at(1, 1, 0),
+                at(1, 2, 1),
+                at(2, 1, 3),
+                at(2, 2, 5),
+                at(3, 1, 7),
+                at(4, 1, 8),
+                at(1, 3, 2),
+                at(4, 2, 9),
+            ]
+        );
+    }
+
+    /// Each rejection of a replay is located: a decoding error where it is, an object the plugin
+    /// refused while loading (named `Kind namespace/name: ...`) where it starts.
+    #[test]
+    fn rejections_are_located_in_the_input() {
+        let json = "{\"kind\":\"List\",\"items\":[\n\
+            {\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n1\"}},\n\
+            {\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n2\",\"labels\":{\"a\":7}}},\n\
+            {\"apiVersion\":\"v1\",\"kind\":\"Pod\",\"metadata\":{\"name\":\"p\",\"namespace\":\"ns\"}}]}";
+        let cluster = Cluster::parse(json).unwrap();
+        assert_eq!(cluster.invalid.len(), 1);
+        let seven = json.find(":7").unwrap() + 1;
+        assert_eq!(
+            cluster.rejection_at(0, &cluster.invalid[0]),
+            Some(Position {
+                line: 3,
+                column: seven
+                    - json
+                        .rfind("\n{\"apiVersion\":\"v1\",\"kind\":\"Node\",\"metadata\":{\"name\":\"n2")
+                        .unwrap(),
+                byte: seven
+            })
+        );
+        let pod = json.find("{\"apiVersion\":\"v1\",\"kind\":\"Pod\"").unwrap();
+        assert_eq!(
+            cluster.rejection_at(1, "Pod ns/p: refused by the store"),
+            Some(Position {
+                line: 4,
+                column: 1,
+                byte: pod
+            })
+        );
+        assert_eq!(cluster.rejection_at(1, "Pod ns/q: not in the input"), None);
+        assert_eq!(cluster.rejection_at(1, "no label"), None);
     }
 
     #[test]
@@ -726,6 +871,8 @@ mod tests {
         Cluster {
             objects: Vec::new(),
             invalid: vec!["bad object".into()],
+            invalid_at: vec![Position::default()],
+            objects_at: Vec::new(),
             refused: Vec::new(),
             ignored: BTreeMap::new(),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),

@@ -57,4 +57,33 @@ pub enum Error {
     /// An extension point was called out of order (e.g. filter before prefilter).
     #[error("{0}")]
     Protocol(String),
+    /// An error in one object of a larger document, with where in the document it was found:
+    /// what [`crate::object::parse_objects`] reports for each object that does not decode, so
+    /// that a reader can find the object (and the bad field) in a file of thousands.
+    #[error("{error} (at byte {offset})")]
+    At {
+        /// Bytes from the start of the document to the error: the bad value when the decoder
+        /// stopped at one, else the start of the object.
+        offset: usize,
+        /// The object's error, as [`crate::object::decode_str`] gives it for the object alone.
+        error: Box<Error>,
+    },
+}
+
+impl Error {
+    /// The error without its place in a document ([`Error::At`]).
+    pub fn without_position(&self) -> &Error {
+        match self {
+            Error::At { error, .. } => error.without_position(),
+            other => other,
+        }
+    }
+
+    /// The byte offset in its document, for an [`Error::At`].
+    pub fn offset(&self) -> Option<usize> {
+        match self {
+            Error::At { offset, .. } => Some(*offset),
+            _ => None,
+        }
+    }
 }

@@ -237,6 +237,8 @@ pub fn object_key(namespace: &str, name: &str) -> String {
 pub struct Parsed {
     /// Successfully decoded objects, in input order.
     pub objects: Vec<Object>,
+    /// Where each of [`Parsed::objects`] starts: its byte offset in the document.
+    pub offsets: Vec<usize>,
     /// One error per object that failed to decode.
     pub errors: Vec<Error>,
     /// Objects of other kinds (Namespaces, Events, Deployments...) by kind: not used.
@@ -261,10 +263,21 @@ pub fn parse_objects(json: &str) -> Result<Parsed, Error> {
     let mut parsed = Parsed::default();
     let mut index = 0usize;
     for document in serde_json::Deserializer::from_str(json).into_iter::<&RawValue>() {
-        let document = document.map_err(|e| Error::Json(e.to_string()))?;
-        collect(document.get(), &mut index, &mut parsed);
+        let document = document.map_err(|e| Error::Json(e.to_string()))?.get();
+        collect(document, offset_in(json, document), &mut index, &mut parsed);
     }
     Ok(parsed)
+}
+
+/// The byte offset of `inner` in `outer`, of which it is a slice (the values serde_json borrows
+/// from a document are); 0 for a string that is not a slice of `outer`.
+pub fn offset_in(outer: &str, inner: &str) -> usize {
+    let (start, at) = (outer.as_ptr() as usize, inner.as_ptr() as usize);
+    if at >= start && at + inner.len() <= start + outer.len() {
+        at - start
+    } else {
+        0
+    }
 }
 
 /// `List`s inside `List`s deeper than this are an error. Each level reads its list's text again
@@ -273,14 +286,16 @@ pub fn parse_objects(json: &str) -> Result<Parsed, Error> {
 const MAX_LIST_DEPTH: usize = 16;
 
 /// Adds one JSON value, as text (an object, or a `List` of them, walked recursively), to
-/// `parsed`; `index` counts objects for error messages. [`parse_objects`] calls it per document; a
-/// host that reads documents over [`MAX_INPUT_BYTES`] itself calls it per value. Each object is
-/// decoded by [`decode_str`], in one pass when it is valid.
-pub fn collect(json: &str, index: &mut usize, parsed: &mut Parsed) {
-    collect_at(json, index, parsed, 0);
+/// `parsed`; `offset` is where `json` starts in its document, `index` counts objects for error
+/// messages. [`parse_objects`] calls it per document; a host that reads documents over
+/// [`MAX_INPUT_BYTES`] itself calls it per value. Each object is decoded as by [`decode_str`], in
+/// one pass when it is valid; each error is an [`Error::At`] with its byte offset in the
+/// document, and each object's offset is in [`Parsed::offsets`].
+pub fn collect(json: &str, offset: usize, index: &mut usize, parsed: &mut Parsed) {
+    collect_at(json, offset, index, parsed, 0);
 }
 
-fn collect_at(json: &str, index: &mut usize, parsed: &mut Parsed, depth: usize) {
+fn collect_at(json: &str, offset: usize, index: &mut usize, parsed: &mut Parsed, depth: usize) {
     /// What tells a `List` from an object; the rest of the text is skipped.
     #[derive(serde::Deserialize)]
     struct Document<'a> {
@@ -299,22 +314,29 @@ fn collect_at(json: &str, index: &mut usize, parsed: &mut Parsed, depth: usize) 
         && let Ok(items) = items.map_or(Ok(Vec::new()), |i| serde_json::from_str::<Vec<&RawValue>>(i.get()))
     {
         if depth >= MAX_LIST_DEPTH {
-            parsed.errors.push(Error::Unidentified {
-                index: *index,
-                reason: format!("a {kind} nested in more than {MAX_LIST_DEPTH} lists"),
+            parsed.errors.push(Error::At {
+                offset,
+                error: Box::new(Error::Unidentified {
+                    index: *index,
+                    reason: format!("a {kind} nested in more than {MAX_LIST_DEPTH} lists"),
+                }),
             });
             *index += 1;
             return;
         }
         for item in items {
-            collect_at(item.get(), index, parsed, depth + 1);
+            let item = item.get();
+            collect_at(item, offset + offset_in(json, item), index, parsed, depth + 1);
         }
         return;
     }
     let i = *index;
     *index += 1;
-    match decode_str(json, i) {
-        Ok(Some(o)) => parsed.objects.push(o),
+    match decode_located(json, i) {
+        Ok(Some(o)) => {
+            parsed.objects.push(o);
+            parsed.offsets.push(offset);
+        }
         Ok(None) => {
             let kind = match document {
                 Some(d) => d.kind.map(Cow::into_owned),
@@ -325,13 +347,75 @@ fn collect_at(json: &str, index: &mut usize, parsed: &mut Parsed, depth: usize) 
             };
             *parsed.ignored.entry(kind.unwrap_or_default()).or_default() += 1;
         }
-        Err(e) => {
+        Err((error, at)) => {
             if identify(json).is_some() {
                 parsed.refused.push(json.to_string());
             }
-            parsed.errors.push(e);
+            // The position in the document replaces the one serde_json counted in the object.
+            let error = match error {
+                Error::Json(message) => Error::Json(without_serde_position(&message).to_string()),
+                other => other,
+            };
+            parsed.errors.push(Error::At {
+                offset: offset + at,
+                error: Box::new(error),
+            });
         }
     }
+}
+
+/// serde_json's message without the position it appends (` at line 1 column 502`).
+fn without_serde_position(message: &str) -> &str {
+    let Some((text, position)) = message.rsplit_once(" at line ") else {
+        return message;
+    };
+    let numbers = position.split_once(" column ");
+    let digits = |t: &str| !t.is_empty() && t.bytes().all(|b| b.is_ascii_digit());
+    match numbers {
+        Some((line, column)) if digits(line) && digits(column) => text,
+        _ => message,
+    }
+}
+
+/// Where the scalar that ends at byte `end` of `text` starts: serde_json reports a bad number,
+/// literal or string right after it, and a reader looks for its start. `end` itself when no
+/// scalar ends there.
+fn value_start(text: &str, end: usize) -> usize {
+    let bytes = &text.as_bytes()[..end.min(text.len())];
+    match bytes.last() {
+        Some(b'"') => {
+            // The opening quote: the last quote before the closing one that no odd run of
+            // backslashes escapes.
+            let mut at = bytes.len() - 1;
+            while let Some(quote) = bytes[..at].iter().rposition(|&b| b == b'"') {
+                let backslashes = bytes[..quote].iter().rev().take_while(|&&b| b == b'\\').count();
+                if backslashes % 2 == 0 {
+                    return quote;
+                }
+                at = quote;
+            }
+            end
+        }
+        Some(b) if b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.') => {
+            let scalar = |b: &u8| b.is_ascii_alphanumeric() || matches!(b, b'+' | b'-' | b'.');
+            bytes.iter().rposition(|b| !scalar(b)).map_or(0, |at| at + 1)
+        }
+        _ => end,
+    }
+}
+
+/// The byte offset in `text` of serde_json's (1-based) line and (0-based, in bytes) column;
+/// 0 when serde_json gave no position.
+fn byte_at(text: &str, line: usize, column: usize) -> usize {
+    if line == 0 {
+        return 0;
+    }
+    let start = if line == 1 {
+        0
+    } else {
+        text.match_indices('\n').nth(line - 2).map_or(0, |(at, _)| at + 1)
+    };
+    (start + column).min(text.len())
 }
 
 /// The fields [`decode_str`] reads before decoding the whole object; everything else is skipped.
@@ -373,32 +457,90 @@ pub fn identify(json: &str) -> Option<(Kind, String)> {
 /// transient memory). Anything else (text that is not JSON, a kind the plugin does not use, a
 /// missing name, an unsupported version, a field that does not decode) takes the `Value` path,
 /// which gives today's messages (JSON paths without text positions).
+///
+/// One difference: JSON that serde_json's `Value` cannot hold (a number out of range such as
+/// `1e400`, nesting past its recursion limit) is not "malformed JSON" when the object names its
+/// kind and name: the error names the object and the field, as for any field that does not
+/// decode.
 pub fn decode_str(json: &str, index: usize) -> Result<Option<Object>, Error> {
-    if let Some(object) = decode_fast(json) {
-        return Ok(Some(object));
-    }
-    let value: Value = serde_json::from_str(json).map_err(|e| Error::Json(e.to_string()))?;
+    decode_located(json, index).map_err(|(error, _)| error)
+}
+
+/// [`decode_str`], with each error's byte offset in `json`: where the decoder stopped for a
+/// field that does not decode or text it cannot read, else 0 (the object as a whole).
+fn decode_located(json: &str, index: usize) -> Result<Option<Object>, (Error, usize)> {
+    let fast = match decode_fast(json) {
+        Ok(object) => return Ok(Some(object)),
+        Err(fast) => fast,
+    };
+    let value: Value = match serde_json::from_str(json) {
+        Ok(value) => value,
+        Err(e) => return Err(unreadable(json, e)),
+    };
     // The typed object is read from the canonical text of `json`, not from `value` written out:
     // serde_json read the value's numbers inexactly (see `json::canonical`).
-    decode_parsed(value, index, |_| {
+    let decoded = decode_parsed(value, index, |_| {
         crate::json::canonical(json).map_err(|e| Error::Json(e.to_string()))
+    });
+    decoded.map_err(|error| {
+        // The one-pass decoder read the text itself, so where it stopped is a place in `json`;
+        // the `Value` path read canonical text, whose places differ. Both name the same field
+        // when they failed on the same one.
+        let at = match (&error, &fast) {
+            (Error::Field { path, .. }, Some(fast)) if *path == field_path(fast) => {
+                value_start(json, byte_at(json, fast.error.line(), fast.error.column()))
+            }
+            _ => 0,
+        };
+        (error, at)
     })
 }
 
-/// The one-pass decode of [`decode_str`]; `None` whenever the object needs the `Value` path.
-fn decode_fast(json: &str) -> Option<Object> {
-    let head: Head<'_> = serde_json::from_str(json).ok()?;
-    let kind = Kind::from_name(head.kind.as_deref()?)?;
-    let meta = head.metadata?;
-    meta.name.as_deref().filter(|n| !n.is_empty())?;
+/// The path [`typed`] names for a [`crate::json::PathError`].
+fn field_path(e: &crate::json::PathError) -> String {
+    if e.path.is_empty() {
+        "(root)".into()
+    } else {
+        e.path.clone()
+    }
+}
+
+/// The error for an object whose text serde_json's `Value` cannot read, and where: named by its
+/// kind and name, with the path of the value serde_json stopped at, when [`identify`] reads
+/// them; else malformed JSON. (The one-pass decoder, when it failed too, may name only an
+/// enclosing field: a configuration's parameters are read whole.)
+fn unreadable(json: &str, e: serde_json::Error) -> (Error, usize) {
+    let at = value_start(json, byte_at(json, e.line(), e.column()));
+    let Some((kind, key)) = identify(json) else {
+        return (Error::Json(e.to_string()), at);
+    };
+    let path = match crate::json::from_text::<Value>(json) {
+        Err(located) => field_path(&located),
+        Ok(_) => "(root)".into(),
+    };
+    let error = Error::Field {
+        object: format!("{} {key}", kind.as_str()),
+        path,
+        reason: without_serde_position(&e.to_string()).to_string(),
+    };
+    (error, at)
+}
+
+/// The one-pass decode of [`decode_str`]; `Err` whenever the object needs the `Value` path, with
+/// the typed decoder's error when it was the typed decoding that failed.
+fn decode_fast(json: &str) -> Result<Object, Option<crate::json::PathError>> {
+    let head: Head<'_> = serde_json::from_str(json).map_err(|_| None)?;
+    let kind = head.kind.as_deref().and_then(Kind::from_name).ok_or(None)?;
+    let meta = head.metadata.ok_or(None)?;
+    meta.name.as_deref().filter(|n| !n.is_empty()).ok_or(None)?;
     let api = head.api_version.as_deref();
     if api.is_some_and(|a| !kind.api_versions().contains(&a)) {
-        return None;
+        return Err(None);
     }
-    fn text<T: DeserializeOwned>(json: &str) -> Option<T> {
-        crate::json::from_text(json).ok()
+    fn text<T: DeserializeOwned>(json: &str) -> Result<T, Option<crate::json::PathError>> {
+        crate::json::from_text(json).map_err(Some)
     }
-    Some(match kind {
+    Ok(match kind {
         Kind::Node => Object::Node(Box::new(text(json)?)),
         Kind::Pod => Object::Pod(Box::new(text(json)?)),
         Kind::ResourceSlice => Object::ResourceSlice(Box::new(text(json)?)),
@@ -409,7 +551,7 @@ fn decode_fast(json: &str) -> Option<Object> {
             let rule: DeviceTaintRule = text(json)?;
             let alpha = api.is_none_or(|a| a == DEVICE_TAINT_RULE_ALPHA);
             if rule.uses_alpha_fields() && !alpha {
-                return None;
+                return Err(None);
             }
             Object::DeviceTaintRule(Box::new(rule))
         }
@@ -627,7 +769,10 @@ mod tests {
     #[test]
     fn missing_name_and_kind_are_errors() {
         let parsed = parse_objects(r#"[1]"#).unwrap();
-        assert!(matches!(parsed.errors[0], Error::Unidentified { .. }));
+        assert!(matches!(
+            parsed.errors[0].without_position(),
+            Error::Unidentified { .. }
+        ));
         let parsed = parse_objects(r#"{"metadata":{"name":"x"}}"#).unwrap();
         assert!(parsed.errors[0].to_string().contains("kind"));
         let parsed = parse_objects(r#"{"kind":"Pod","apiVersion":"v1","metadata":{}}"#).unwrap();
@@ -695,10 +840,7 @@ mod tests {
                 "metadata":{{"name":"c","namespace":"ns"}},
                 "spec":{{"devices":{{"config":[{{"opaque":{{"driver":"d","parameters":{{"n":{n}}}}}}}]}}}}}}"#
         );
-        assert!(
-            decode_fast(&json).is_none(),
-            "a repeated key takes the Value path"
-        );
+        assert!(decode_fast(&json).is_err(), "a repeated key takes the Value path");
         let Ok(Some(Object::ResourceClaim(claim))) = decode_str(&json, 0) else {
             panic!("the claim decodes");
         };
@@ -879,6 +1021,75 @@ mod tests {
                 "{json}"
             );
         }
+    }
+
+    /// Every error of a document names where in the document it is: the bad value for a field
+    /// that does not decode (also one serde_json's `Value` cannot hold, which names the object
+    /// and the field too), the object for an error about it as a whole. Objects' offsets too.
+    #[test]
+    fn errors_carry_their_byte_offset_in_the_document() {
+        let node = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n1"}}"#;
+        let template = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaimTemplate",
+            "metadata":{"name":"nic-x","namespace":"t"},"spec":{"spec":{"devices":{"config":[
+            {"opaque":{"driver":"d","parameters":{"mtu":1e400}}}]}}}}"#;
+        let bad_label = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n2","labels":{"a":7}}}"#;
+        let no_name = r#"{"apiVersion":"v1","kind":"Pod","metadata":{}}"#;
+        let deep = format!("{}1{}", r#"{"a":"#.repeat(200), "}".repeat(200));
+        let bad_string = r#"{"apiVersion":"v1","kind":"Node","metadata":{"name":"n3","generation":"a\"b"}}"#;
+        let json = format!(
+            "{{\"kind\":\"List\",\"items\":[\n{node},\n{template},\n{bad_label},\n{no_name},\n{deep},\n{bad_string}]}}\n{node}"
+        );
+        let parsed = parse_objects(&json).unwrap();
+        let start = |object: &str| json.find(object).unwrap();
+        assert_eq!(parsed.offsets, [start(node), json.rfind(node).unwrap()]);
+        let errors: Vec<(String, usize)> = parsed
+            .errors
+            .iter()
+            .map(|e| (e.without_position().to_string(), e.offset().unwrap()))
+            .collect();
+        assert_eq!(errors.len(), 5, "{errors:?}");
+        // serde_json stops right after a bad value; the position is where the value starts.
+        let e400 = start(template) + template.find("1e400").unwrap();
+        assert_eq!(
+            errors[0],
+            (
+                "ResourceClaimTemplate t/nic-x: field spec.spec.devices.config[0].opaque.parameters.mtu: \
+                 number out of range"
+                    .to_string(),
+                e400
+            )
+        );
+        let seven = start(bad_label) + bad_label.find(":7").unwrap() + 1;
+        assert_eq!(errors[1].1, seven, "{}", errors[1].0);
+        assert!(
+            errors[1]
+                .0
+                .starts_with("Node n2: field metadata.labels.a: invalid type"),
+            "{}",
+            errors[1].0
+        );
+        assert_eq!(
+            errors[2],
+            (
+                "Pod : field metadata.name: missing or empty".to_string(),
+                start(no_name)
+            )
+        );
+        assert_eq!(
+            errors[3].0, "malformed JSON: recursion limit exceeded",
+            "the position is the document's"
+        );
+        assert!(
+            (start(&deep)..start(&deep) + deep.len()).contains(&errors[3].1),
+            "{errors:?}"
+        );
+        let quote = start(bad_string) + bad_string.find(r#""a\"b""#).unwrap();
+        assert_eq!(errors[4].1, quote, "{}", errors[4].0);
+        assert!(
+            parsed.errors[0]
+                .to_string()
+                .ends_with(&format!("(at byte {e400})"))
+        );
     }
 
     #[test]

@@ -1,0 +1,87 @@
+//! A rejected object is named (kind, namespace/name, field) with the place of the error in the
+//! input file, on every engine: not a column counted inside the object, not "malformed JSON"
+//! for a number the decoder cannot hold.
+
+use std::process::Command;
+
+/// A cluster whose claim template's opaque parameters hold `1e400` (valid JSON, beyond a double),
+/// written on one line or pretty-printed over many; the byte offset of `1e400`.
+fn cluster(pretty: bool) -> (String, usize) {
+    let items = serde_json::json!([
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-1"}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic"},
+         "spec": {"selectors": [{"cel": {"expression": "device.driver == \"networking.example.com\""}}]}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+         "metadata": {"name": "nic-x", "namespace": "t"},
+         "spec": {"spec": {"devices": {
+             "requests": [{"name": "nic", "exactly": {"deviceClassName": "nic"}}],
+             "config": [{"opaque": {"driver": "networking.example.com",
+                                    "parameters": {"subnetID": "subnet-x", "mtu": 12345}}}]}}}},
+        {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "t"},
+         "spec": {"resourceClaims": [{"name": "nic", "resourceClaimTemplateName": "nic-x"}]}}
+    ]);
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items});
+    let text = if pretty {
+        serde_json::to_string_pretty(&list).unwrap()
+    } else {
+        serde_json::to_string(&list).unwrap()
+    };
+    let text = text.replace("12345", "1e400");
+    let at = text.find("1e400").unwrap();
+    (text, at)
+}
+
+/// 1-based line and column (in characters) of byte `at`.
+fn line_column(text: &str, at: usize) -> (usize, usize) {
+    let before = &text[..at];
+    let line = before.matches('\n').count() + 1;
+    let column = before.rsplit('\n').next().unwrap().chars().count() + 1;
+    (line, column)
+}
+
+#[test]
+fn a_rejection_names_the_object_the_field_and_the_place_in_the_file() {
+    let dir = std::env::temp_dir().join(format!("sa-input-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    for pretty in [false, true] {
+        let (text, at) = cluster(pretty);
+        let (line, column) = line_column(&text, at);
+        let file = dir.join(format!("cluster-{pretty}.json"));
+        std::fs::write(&file, &text).unwrap();
+        let expected = format!(
+            "warning: rejected ResourceClaimTemplate t/nic-x: field \
+             spec.spec.devices.config[0].opaque.parameters.mtu: number out of range \
+             (at {}:{line}:{column}, byte {at})",
+            file.display()
+        );
+        for engine in ["native", "component", "kswe"] {
+            let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+                .arg("replay")
+                .arg(&file)
+                .args(["--engine", engine])
+                .output()
+                .unwrap();
+            let stderr = String::from_utf8_lossy(&out.stderr);
+            assert_eq!(out.status.code(), Some(4), "{engine}: {stderr}");
+            assert!(
+                stderr.lines().any(|l| l == expected),
+                "{engine}, pretty {pretty}: want {expected}\n{stderr}"
+            );
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+            .arg("audit")
+            .arg(&file)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            stderr.contains(&format!(
+                "warning: not audited: ResourceClaimTemplate t/nic-x: field \
+                 spec.spec.devices.config[0].opaque.parameters.mtu: number out of range (at {}:{line}:{column}, byte {at})",
+                file.display()
+            )),
+            "audit: {stderr}"
+        );
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
