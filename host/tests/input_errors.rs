@@ -85,3 +85,39 @@ fn a_rejection_names_the_object_the_field_and_the_place_in_the_file() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A configuration the plugin refuses: every engine prints the plugin's own reason, naming the
+/// field, and the KSWE guest's (which it logs before it traps) is not lost behind the trap.
+#[test]
+fn a_bad_configuration_is_refused_with_the_plugin_s_reason_on_every_engine() {
+    let dir = std::env::temp_dir().join(format!("sa-config-errors-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (cluster, _) = cluster(false);
+    let cluster_file = dir.join("cluster.json");
+    std::fs::write(&cluster_file, cluster.replace("1e400", "1500")).unwrap();
+    let config_file = dir.join("config.json");
+    std::fs::write(
+        &config_file,
+        r#"{"sharingAffinity":[{"driver":"networking.example.com","bogus":1,"cel":{"subnet":"config.subnetID"}}]}"#,
+    )
+    .unwrap();
+    let reason = "field sharingAffinity[0].bogus: unknown field `bogus`";
+    for engine in ["native", "component", "kswe"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+            .arg("replay")
+            .arg(&cluster_file)
+            .arg("--config")
+            .arg(&config_file)
+            .args(["--engine", engine])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_ne!(out.status.code(), Some(0), "{engine}: {stderr}");
+        let first = stderr
+            .lines()
+            .find(|l| l.starts_with("error: "))
+            .unwrap_or_default();
+        assert!(first.contains(reason), "{engine}: {stderr}");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -30,6 +30,27 @@ pub struct LogRecord {
     pub kvs: Vec<String>,
 }
 
+/// The record as a line: `error: message key=value ...` (`info` for severity 0).
+impl std::fmt::Display for LogRecord {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let severity = match self.severity {
+            0 => "info",
+            1 => "warning",
+            2 => "error",
+            _ => "fatal",
+        };
+        write!(f, "{severity}: {}", self.message)?;
+        for pair in self.kvs.chunks(2) {
+            match pair {
+                [key, value] => write!(f, " {key}={value}")?,
+                [key] => write!(f, " {key}")?,
+                _ => {}
+            }
+        }
+        Ok(())
+    }
+}
+
 /// An `ObjectReference` of an `eventf` call.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct EventReference {

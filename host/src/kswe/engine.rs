@@ -40,7 +40,7 @@ use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::{Code, Status};
 
 use super::abi::{KsweStatus, code};
-use super::context::{DraWrite, LogRecord};
+use super::context::DraWrite;
 use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, RegisteredEvents, TrapPolicy};
 use super::load::bits;
 use super::store::Change;
@@ -102,25 +102,6 @@ fn allocations(writes: Vec<DraWrite>) -> Vec<ClaimAllocation> {
             allocation: w.allocation,
         })
         .collect()
-}
-
-/// One klog record as a line: `error: message key=value ...` (`info` for severity 0).
-pub fn log_line(record: &LogRecord) -> String {
-    let severity = match record.severity {
-        0 => "info",
-        1 => "warning",
-        2 => "error",
-        _ => "fatal",
-    };
-    let mut line = format!("{severity}: {}", record.message);
-    for pair in record.kvs.chunks(2) {
-        match pair {
-            [key, value] => line.push_str(&format!(" {key}={value}")),
-            [key] => line.push_str(&format!(" {key}")),
-            _ => {}
-        }
-    }
-    line
 }
 
 fn host_error(err: wasmtime::Error) -> Status {
@@ -333,7 +314,7 @@ impl Engine for KsweEngine {
     }
 
     fn take_logs(&mut self) -> Vec<String> {
-        self.host.take_logs().iter().map(log_line).collect()
+        self.host.take_logs().iter().map(ToString::to_string).collect()
     }
 
     fn load_refused(&mut self, objects: &[String]) -> wasmtime::Result<()> {
@@ -503,6 +484,7 @@ impl Engine for KsweEngine {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::kswe::context::LogRecord;
 
     fn assert_send<T: Send>() {}
 
@@ -540,7 +522,7 @@ mod tests {
             (record(0, &[]), "info: object rejected"),
             (record(1, &["dangling"]), "warning: object rejected dangling"),
         ] {
-            assert_eq!(log_line(&record), expected);
+            assert_eq!(record.to_string(), expected);
         }
     }
 }

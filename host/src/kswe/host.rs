@@ -252,7 +252,25 @@ impl KsweModule {
             limits: config.limits,
         };
         let (first, _) = factory.new_guest(None);
-        let first = first.map_err(pool_error)?;
+        let first = first.map_err(|e| {
+            // A guest that refuses its configuration logs why before it traps: the reason, not
+            // only the trap, is what its operator needs.
+            let cluster = factory.shared.cluster();
+            let logged: Vec<String> = cluster
+                .logs
+                .iter()
+                .filter(|r| r.severity >= 2)
+                .map(ToString::to_string)
+                .collect();
+            if logged.is_empty() {
+                pool_error(e)
+            } else {
+                pool_error(format!(
+                    "the guest logged \"{}\" and then failed: {e}",
+                    logged.join("; ")
+                ))
+            }
+        })?;
         let mask = load::mask(self.interfaces).map_err(wasmtime::Error::msg)?;
         let pool = Pool {
             free: VecDeque::from([first]),
