@@ -360,6 +360,15 @@ fn run_audit(args: &AuditArgs) -> Result<Verdict> {
 /// null}`, objects nested too deep for the decoder).
 fn read_cluster(path: &Path) -> Result<Cluster> {
     let cluster = Cluster::from_file(path)?;
+    for duplicate in &cluster.duplicates {
+        eprintln!(
+            "warning: duplicate {}: the object at {} replaces the one at {} (of two objects \
+             of one kind and name, the later one is read)",
+            duplicate.object,
+            place(path, duplicate.by),
+            place(path, duplicate.replaced)
+        );
+    }
     if !cluster.objects.is_empty() || !cluster.refused.is_empty() {
         return Ok(cluster);
     }

@@ -52,14 +52,33 @@ pub struct Cluster {
     pub nodes: Vec<String>,
     /// Pending pods (`namespace/name`) in scheduling order.
     pub pending: Vec<String>,
+    /// Objects that share their kind and name with a later one, which replaced them (see
+    /// [`Cluster::parse`]).
+    pub duplicates: Vec<Duplicate>,
+}
+
+/// An object replaced by a later one of the same kind and name.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Duplicate {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// Where the replaced object starts.
+    pub replaced: Position,
+    /// Where the object that replaced it starts.
+    pub by: Position,
 }
 
 impl Cluster {
     /// Parses a JSON document (a `List`, a single object or a stream of them). Text that is not
     /// JSON, and a value at the top level that is not an object (an array, a number...), is an
     /// error; an object that does not decode is listed in [`Cluster::invalid`].
+    ///
+    /// Names are unique per kind in an API server, so two decoded objects of one kind and name
+    /// are one object seen twice: the last one in the input is kept, as a later update replaces
+    /// an object, and each replaced one is listed in [`Cluster::duplicates`].
     pub fn parse(json: &str) -> Result<Cluster> {
-        let parsed = parse_documents(json)?;
+        let mut parsed = parse_documents(json)?;
+        let duplicates = keep_the_last_of_each_name(json, &mut parsed);
         let mut nodes = Vec::new();
         let mut pending = Vec::new();
         for object in &parsed.objects {
@@ -92,6 +111,7 @@ impl Cluster {
             objects: parsed.objects,
             nodes,
             pending: pending.into_iter().map(|(_, key)| key).collect(),
+            duplicates,
         })
     }
 
@@ -160,6 +180,39 @@ fn parse_documents(json: &str) -> Result<Parsed> {
         collect(text, offset, &mut index, &mut parsed);
     }
     Ok(parsed)
+}
+
+/// Drops every decoded object that a later one of the same kind and name follows, and says
+/// which (in input order of the replaced objects).
+fn keep_the_last_of_each_name(json: &str, parsed: &mut Parsed) -> Vec<Duplicate> {
+    let mut last: HashMap<(Kind, String), usize> = HashMap::with_capacity(parsed.objects.len());
+    for (i, object) in parsed.objects.iter().enumerate() {
+        last.insert((object.kind(), object.key()), i);
+    }
+    if last.len() == parsed.objects.len() {
+        return Vec::new();
+    }
+    let at = Position::all(json, &parsed.offsets);
+    let mut duplicates = Vec::new();
+    let mut kept = 0;
+    for i in 0..parsed.objects.len() {
+        let object = &parsed.objects[i];
+        let winner = last[&(object.kind(), object.key())];
+        if winner == i {
+            parsed.objects.swap(kept, i);
+            parsed.offsets.swap(kept, i);
+            kept += 1;
+        } else {
+            duplicates.push(Duplicate {
+                object: format!("{} {}", object.kind().as_str(), object.key()),
+                replaced: at[i],
+                by: at[winner],
+            });
+        }
+    }
+    parsed.objects.truncate(kept);
+    parsed.offsets.truncate(kept);
+    duplicates
 }
 
 /// A place in the input text: line and column (both from 1; the column counts characters) and
@@ -873,6 +926,7 @@ mod tests {
             invalid: vec!["bad object".into()],
             invalid_at: vec![Position::default()],
             objects_at: Vec::new(),
+            duplicates: Vec::new(),
             refused: Vec::new(),
             ignored: BTreeMap::new(),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),

@@ -2,7 +2,16 @@
 //! input file, on every engine: not a column counted inside the object, not "malformed JSON"
 //! for a number the decoder cannot hold.
 
-use std::process::Command;
+use std::ffi::OsStr;
+use std::process::{Command, Output};
+
+/// Runs the CLI with `args`.
+fn cli(args: &[&OsStr]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
+        .args(args)
+        .output()
+        .unwrap()
+}
 
 /// A cluster whose claim template's opaque parameters hold `1e400` (valid JSON, beyond a double),
 /// written on one line or pretty-printed over many; the byte offset of `1e400`.
@@ -55,12 +64,12 @@ fn a_rejection_names_the_object_the_field_and_the_place_in_the_file() {
             file.display()
         );
         for engine in ["native", "component", "kswe"] {
-            let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
-                .arg("replay")
-                .arg(&file)
-                .args(["--engine", engine])
-                .output()
-                .unwrap();
+            let out = cli(&[
+                "replay".as_ref(),
+                file.as_ref(),
+                "--engine".as_ref(),
+                engine.as_ref(),
+            ]);
             let stderr = String::from_utf8_lossy(&out.stderr);
             assert_eq!(out.status.code(), Some(4), "{engine}: {stderr}");
             assert!(
@@ -68,11 +77,7 @@ fn a_rejection_names_the_object_the_field_and_the_place_in_the_file() {
                 "{engine}, pretty {pretty}: want {expected}\n{stderr}"
             );
         }
-        let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
-            .arg("audit")
-            .arg(&file)
-            .output()
-            .unwrap();
+        let out = cli(&["audit".as_ref(), file.as_ref()]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
             stderr.contains(&format!(
@@ -103,14 +108,14 @@ fn a_bad_configuration_is_refused_with_the_plugin_s_reason_on_every_engine() {
     .unwrap();
     let reason = "field sharingAffinity[0].bogus: unknown field `bogus`";
     for engine in ["native", "component", "kswe"] {
-        let out = Command::new(env!("CARGO_BIN_EXE_sharing-affinity"))
-            .arg("replay")
-            .arg(&cluster_file)
-            .arg("--config")
-            .arg(&config_file)
-            .args(["--engine", engine])
-            .output()
-            .unwrap();
+        let out = cli(&[
+            "replay".as_ref(),
+            cluster_file.as_ref(),
+            "--config".as_ref(),
+            config_file.as_ref(),
+            "--engine".as_ref(),
+            engine.as_ref(),
+        ]);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_ne!(out.status.code(), Some(0), "{engine}: {stderr}");
         let first = stderr
@@ -119,5 +124,103 @@ fn a_bad_configuration_is_refused_with_the_plugin_s_reason_on_every_engine() {
             .unwrap_or_default();
         assert!(first.contains(reason), "{engine}: {stderr}");
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A cluster where two ResourceSlices share a name (the second offers one device, the first
+/// two), a pod appears twice, and a third pod's `creationTimestamp` is not a time; three pods
+/// each want one device.
+fn duplicates_cluster() -> String {
+    let slice = |devices: &[&str]| {
+        serde_json::json!({"apiVersion": "resource.k8s.io/v1", "kind": "ResourceSlice",
+            "metadata": {"name": "worker-1-nics"},
+            "spec": {"driver": "networking.example.com", "nodeName": "worker-1",
+                     "pool": {"name": "worker-1", "generation": 1, "resourceSliceCount": 1},
+                     "devices": devices.iter().map(|d| serde_json::json!({"name": d})).collect::<Vec<_>>()}})
+    };
+    let pod = |name: &str, created: &str| {
+        serde_json::json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "namespace": "t", "creationTimestamp": created},
+            "spec": {"resourceClaims": [{"name": "nic", "resourceClaimTemplateName": "nic"}]}})
+    };
+    let items = serde_json::json!([
+        {"apiVersion": "v1", "kind": "Node", "metadata": {"name": "worker-1"}},
+        {"apiVersion": "resource.k8s.io/v1", "kind": "DeviceClass", "metadata": {"name": "nic"},
+         "spec": {"selectors": [{"cel": {"expression": "device.driver == \"networking.example.com\""}}]}},
+        slice(&["eth0", "eth1"]),
+        {"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaimTemplate",
+         "metadata": {"name": "nic", "namespace": "t"},
+         "spec": {"spec": {"devices": {"requests": [{"name": "nic", "exactly": {"deviceClassName": "nic"}}]}}}},
+        pod("a", "2026-12-05T05:00:00Z"),
+        pod("b", "2026-12-05T05:00:01Z"),
+        pod("a", "2026-12-05T05:00:02Z"),
+        pod("c", "garbage"),
+        slice(&["eth0"]),
+    ]);
+    serde_json::to_string_pretty(&serde_json::json!({"apiVersion": "v1", "kind": "List", "items": items}))
+        .unwrap()
+}
+
+/// Two objects of one kind and name: the later one is read, with a warning naming both places;
+/// a timestamp that is not RFC 3339 rejects its object. Every engine prints the same.
+#[test]
+fn duplicates_and_bad_timestamps_read_the_same_on_every_engine() {
+    let dir = std::env::temp_dir().join(format!("sa-duplicates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let text = duplicates_cluster();
+    let file = dir.join("cluster.json");
+    std::fs::write(&file, &text).unwrap();
+    let starts: Vec<usize> = text.match_indices("\n    {").map(|(at, _)| at + 5).collect();
+    let place = |object: usize| {
+        let (line, column) = line_column(&text, starts[object]);
+        format!("{}:{line}:{column}, byte {}", file.display(), starts[object])
+    };
+    let warnings = [
+        format!(
+            "warning: duplicate ResourceSlice worker-1-nics: the object at {} replaces the one at {} \
+             (of two objects of one kind and name, the later one is read)",
+            place(8),
+            place(2)
+        ),
+        format!(
+            "warning: duplicate Pod t/a: the object at {} replaces the one at {} (of two objects of \
+             one kind and name, the later one is read)",
+            place(6),
+            place(4)
+        ),
+    ];
+    let mut outputs = Vec::new();
+    for engine in ["native", "component", "kswe"] {
+        let out = cli(&[
+            "replay".as_ref(),
+            file.as_ref(),
+            "--engine".as_ref(),
+            engine.as_ref(),
+        ]);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        for warning in &warnings {
+            assert!(
+                stderr.lines().any(|l| l == warning),
+                "{engine}: want {warning}\n{stderr}"
+            );
+        }
+        assert!(
+            stderr.contains(
+                "warning: rejected Pod t/c: field metadata.creationTimestamp: \"garbage\" is not an RFC 3339 timestamp"
+            ),
+            "{engine}: {stderr}"
+        );
+        let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+        // One device (the later slice's) for two pods (`a` once): one binds.
+        assert!(stdout.contains("2 pods, 1 bound"), "{engine}: {stdout}");
+        // The decisions: the table and the summary (timings follow and differ).
+        let decisions: Vec<&str> = stdout
+            .lines()
+            .take_while(|l| !l.starts_with("filter per node"))
+            .collect();
+        outputs.push(decisions.join("\n").replace(engine, "ENGINE"));
+    }
+    assert_eq!(outputs[0], outputs[1]);
+    assert_eq!(outputs[0], outputs[2]);
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -32,6 +32,7 @@ pub mod object;
 pub mod quantity;
 pub mod status;
 pub mod taints;
+pub mod time;
 
 pub use error::Error;
 pub use status::{Code, Status};

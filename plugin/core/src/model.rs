@@ -43,7 +43,11 @@ pub struct ObjectMeta {
     #[serde(default = "no_annotations", skip_serializing_if = "annotations_empty")]
     pub annotations: Arc<Map<String, String>>,
     /// RFC 3339 creation time, as printed by the API server.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
+    #[serde(
+        default,
+        deserialize_with = "crate::time::timestamp",
+        skip_serializing_if = "String::is_empty"
+    )]
     pub creation_timestamp: String,
     /// Resource version, used as a change cursor.
     #[serde(default, skip_serializing_if = "Name::is_empty")]
@@ -59,7 +63,11 @@ pub struct ObjectMeta {
     )]
     pub owner_references: Vec<OwnerReference>,
     /// Set when the object is being deleted.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::time::optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub deletion_timestamp: Option<String>,
 }
 
@@ -1214,7 +1222,11 @@ pub struct AllocationResult {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node_selector: Option<Arc<NodeSelector>>,
     /// When the allocation was made.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        deserialize_with = "crate::time::optional_timestamp",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub allocation_timestamp: Option<String>,
 }
 

@@ -1092,6 +1092,57 @@ mod tests {
         );
     }
 
+    /// Timestamps are read as `metav1.Time` reads them: `null` or absent is no time, and any
+    /// string must be an RFC 3339 time (an empty one too), else the object is rejected naming
+    /// the field.
+    #[test]
+    fn timestamps_must_be_rfc3339() {
+        let pod = |meta: &str, status: &str| {
+            format!(
+                r#"{{"apiVersion":"v1","kind":"Pod","metadata":{{"name":"p","namespace":"t"{meta}}}{status}}}"#
+            )
+        };
+        let claim = |allocation: &str| {
+            format!(
+                r#"{{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{{"name":"c","namespace":"t"}},
+                "spec":{{}},"status":{{"allocation":{{"devices":{{}}{allocation}}}}}}}"#
+            )
+        };
+        for good in [
+            pod("", ""),
+            pod(r#","creationTimestamp":null"#, ""),
+            pod(r#","creationTimestamp":"2026-12-05T05:00:00Z""#, ""),
+            pod(r#","deletionTimestamp":"2026-12-05T05:00:00.5+01:00""#, ""),
+            claim(r#","allocationTimestamp":"2026-12-05T05:00:00Z""#),
+        ] {
+            assert!(matches!(decode_str(&good, 0), Ok(Some(_))), "{good}");
+        }
+        for (bad, field) in [
+            (
+                pod(r#","creationTimestamp":"garbage""#, ""),
+                "metadata.creationTimestamp",
+            ),
+            (
+                pod(r#","creationTimestamp":"""#, ""),
+                "metadata.creationTimestamp",
+            ),
+            (
+                pod(r#","deletionTimestamp":"2026-12-05""#, ""),
+                "metadata.deletionTimestamp",
+            ),
+            (
+                claim(r#","allocationTimestamp":"yesterday""#),
+                "status.allocation.allocationTimestamp",
+            ),
+        ] {
+            let err = decode_str(&bad, 0).map(|_| ()).unwrap_err().to_string();
+            assert!(
+                err.contains(&format!("field {field}: ")) && err.contains("is not an RFC 3339 timestamp"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
     #[test]
     fn unknown_fields_are_ignored() {
         let parsed = parse_objects(
