@@ -361,12 +361,12 @@ mod tests {
                 nodes: vec![
                     NodeOutcome {
                         node: "node-1".into(),
-                        status: Status::success(),
+                        status: Status::success().into(),
                         score: Some(7),
                     },
                     NodeOutcome {
                         node: "node-2".into(),
-                        status: Status::unschedulable("full"),
+                        status: Status::unschedulable("full").into(),
                         score: None,
                     },
                 ],

@@ -47,7 +47,7 @@ impl fmt::Display for Code {
 }
 
 /// The outcome of one extension-point call: a code and a human-readable reason.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub struct Status {
     /// The code.
     pub code: Code,
