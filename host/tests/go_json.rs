@@ -202,28 +202,34 @@ fn a_rejected_claim_keeps_holding_its_device_on_every_engine() {
     let component = ComponentPlugin::from_file(&artifact::default_component().unwrap()).unwrap();
     let kswe_path = artifact::default_kswe_module().unwrap();
     let kswe = KsweModule::new(&artifact::read_kswe_module(&kswe_path).unwrap()).unwrap();
-    let parsed = Cluster::parse(&cluster).unwrap();
-    assert_eq!(parsed.refused.len(), 1, "{:?}", parsed.invalid);
-    let engines: [Box<dyn Engine>; 3] = [
-        Box::new(NativeEngine::new("").unwrap()),
-        Box::new(component.instantiate("", Limits::default()).unwrap()),
-        Box::new(KsweEngine::from_module(&kswe, "").unwrap()),
-    ];
-    for mut engine in engines {
-        let r = replay(&mut *engine, &parsed, &mut || {}).unwrap();
-        assert_eq!(r.rejected.len(), 1, "{}", engine.name());
-        let devices: Vec<&str> = r.pods[0]
-            .allocations
-            .iter()
-            .flat_map(|a| &a.allocation.devices.results)
-            .map(|d| d.device.as_str())
-            .collect();
-        assert_eq!(
-            devices,
-            ["eth2"],
-            "{}: eth1 stays held by the unreadable claim",
-            engine.name()
-        );
+    // The allocation reads, or reads only for the device it names (a quantity that is not one).
+    let consumed = r#""consumedCapacity":{"example.com/slots":"1"}"#;
+    assert!(cluster.contains(consumed));
+    let unreadable_quantity = cluster.replace(consumed, r#""consumedCapacity":{"example.com/slots":"lots"}"#);
+    for cluster in [&cluster, &unreadable_quantity] {
+        let parsed = Cluster::parse(cluster).unwrap();
+        assert_eq!(parsed.refused.len(), 1, "{:?}", parsed.invalid);
+        let engines: [Box<dyn Engine>; 3] = [
+            Box::new(NativeEngine::new("").unwrap()),
+            Box::new(component.instantiate("", Limits::default()).unwrap()),
+            Box::new(KsweEngine::from_module(&kswe, "").unwrap()),
+        ];
+        for mut engine in engines {
+            let r = replay(&mut *engine, &parsed, &mut || {}).unwrap();
+            assert_eq!(r.rejected.len(), 1, "{}", engine.name());
+            let devices: Vec<&str> = r.pods[0]
+                .allocations
+                .iter()
+                .flat_map(|a| &a.allocation.devices.results)
+                .map(|d| d.device.as_str())
+                .collect();
+            assert_eq!(
+                devices,
+                ["eth2"],
+                "{}: eth1 stays held by the unreadable claim",
+                engine.name()
+            );
+        }
     }
     // Without the unreadable claim, eth1 is the first fit.
     let without = cluster.replace("resource.k8s.io/v1beta2", "resource.k8s.io/v0");

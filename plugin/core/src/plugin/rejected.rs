@@ -28,24 +28,49 @@ pub(super) struct Rejected {
 
 /// What can be read of a rejected claim's JSON text that holds devices: its metadata and its
 /// `status.allocation` (and `reservedFor`), with no spec. The allocation's shape is the same in
-/// every served version (`v1`, `v1beta2`, `v1beta1`). `None` when the text has no allocation that
-/// reads.
+/// every served version (`v1`, `v1beta2`, `v1beta1`). When the allocation does not read as a
+/// whole (a bad quantity in `consumedCapacity`, a bad node selector), each result is read for the
+/// device it names alone (`request`, `driver`, `pool`, `device`, `shareID`): the device stays held,
+/// and with no readable configuration a shared one is Unreconstructable, so what it consumed no
+/// longer matters. `None` when no device can be read from the text.
 pub(super) fn salvage_claim(json: &str) -> Option<ResourceClaim> {
     let value: serde_json::Value = serde_json::from_str(json).ok()?;
     let status = value.get("status")?;
     let allocation = status.get("allocation").filter(|a| !a.is_null())?;
-    let mut partial = serde_json::Map::new();
-    partial.insert("metadata".into(), value.get("metadata")?.clone());
-    let mut held = serde_json::Map::new();
-    held.insert("allocation".into(), allocation.clone());
-    if let Some(reserved) = status.get("reservedFor") {
-        held.insert("reservedFor".into(), reserved.clone());
-    }
-    partial.insert("status".into(), serde_json::Value::Object(held));
-    let text = serde_json::Value::Object(partial).to_string();
-    crate::json::from_text::<ResourceClaim>(&text)
-        .ok()
-        .filter(|c| c.status.allocation.is_some())
+    let metadata = value.get("metadata")?;
+    let held = |allocation: serde_json::Value| {
+        let mut claim = serde_json::json!({"metadata": metadata, "status": {"allocation": allocation}});
+        if let Some(reserved) = status.get("reservedFor") {
+            claim["status"]["reservedFor"] = reserved.clone();
+        }
+        crate::json::from_text::<ResourceClaim>(&claim.to_string())
+            .ok()
+            .filter(|c| {
+                c.status
+                    .allocation
+                    .as_ref()
+                    .is_some_and(|a| !a.devices.results.is_empty())
+            })
+    };
+    held(allocation.clone()).or_else(|| {
+        let results = allocation.pointer("/devices/results")?.as_array()?;
+        let identities: Vec<serde_json::Value> = results
+            .iter()
+            .filter_map(|result| {
+                let mut identity = serde_json::Map::new();
+                for field in ["request", "driver", "pool", "device", "shareID"] {
+                    if let Some(text) = result.get(field).filter(|v| v.is_string()) {
+                        identity.insert(field.into(), text.clone());
+                    }
+                }
+                ["driver", "pool", "device"]
+                    .iter()
+                    .all(|f| identity.contains_key(*f))
+                    .then_some(serde_json::Value::Object(identity))
+            })
+            .collect();
+        held(serde_json::json!({"devices": {"results": identities}}))
+    })
 }
 
 impl Rejected {
@@ -148,10 +173,31 @@ mod tests {
             r#"{"kind":"ResourceClaim","metadata":{"name":"c"},"status":{}}"#,
             r#"{"kind":"ResourceClaim","metadata":{"name":"c"},"status":{"allocation":null}}"#,
             r#"{"kind":"ResourceClaim","metadata":{"name":"c"},"status":{"allocation":{"devices":{"results":[{"device":7}]}}}}"#,
+            r#"{"kind":"ResourceClaim","metadata":{"name":"c"},"status":{"allocation":{"devices":{"results":[]}}}}"#,
             "not json",
         ] {
             assert!(salvage_claim(none).is_none(), "{none}");
         }
+    }
+
+    /// An allocation that does not read as a whole still holds each device whose identity
+    /// reads: a device is never freed because a field beside its name is unreadable.
+    #[test]
+    fn a_device_named_in_an_unreadable_allocation_stays_held() {
+        let claim = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim",
+            "metadata":{"name":"c","namespace":"ns"},
+            "status":{"allocation":{"nodeSelector":"bad","devices":{"results":[
+                {"request":"nic","driver":"d","pool":"p","device":"eth1","shareID":"s","consumedCapacity":{"d/slots":"lots"}},
+                {"request":"nic","driver":"d","pool":"p","device":7},
+                {"request":"nic","driver":"d","pool":"p","device":"eth2","consumedCapacity":{"d/slots":"1"}}]}}}}"#;
+        let held = salvage_claim(claim).expect("the devices are held");
+        let results = &held.status.allocation.as_ref().unwrap().devices.results;
+        let devices: Vec<(&str, Option<&str>)> = results
+            .iter()
+            .map(|r| (r.device.as_str(), r.share_id.as_deref()))
+            .collect();
+        assert_eq!(devices, [("eth1", Some("s")), ("eth2", None)]);
+        assert!(results.iter().all(|r| r.consumed_capacity.is_none()));
     }
 
     #[test]
