@@ -14,6 +14,7 @@ import json
 import os
 import re
 import sys
+from fractions import Fraction
 
 sys.dont_write_bytecode = True
 
@@ -22,11 +23,12 @@ DNS_LABEL = re.compile(r"^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$")
 DNS_SUB = re.compile(r"^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$")
 C_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,31}$")
 EXT_ANNOTATION = "resource.kubernetes.io/extended-resource-claim"
-UNITS = {"": 1, "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3, "M": 10**6, "G": 10**9}
+UNITS = {"": 1, "m": Fraction(1, 1000), "Ki": 1 << 10, "Mi": 1 << 20, "Gi": 1 << 30, "Ti": 1 << 40, "k": 10**3,
+         "M": 10**6, "G": 10**9}
 
 
 def qty(text):
-    m = re.fullmatch(r"(\d+)(Ki|Mi|Gi|Ti|k|M|G)?", text)
+    m = re.fullmatch(r"(\d+)(m|Ki|Mi|Gi|Ti|k|M|G)?", text)
     if not m:
         raise ValueError("unsupported quantity %r" % text)
     return int(m.group(1)) * UNITS[m.group(2) or ""]

@@ -523,6 +523,35 @@ def search_budget():
     write(c, name)
 
 
+def fractional_steps():
+    """KEP-5075 DRAFractionalCapacityRange (v1.37): compute in steps of 100m, sharing by tenant."""
+    name = "fractional-capacity-steps-250m-consumes-300m"
+    accel = "accel.example.com"
+    compute = accel + "/compute"
+    c = Cluster(name)
+    c.device_class("accel.example.com", ['device.driver == "accel.example.com" && device.allowMultipleAllocations == true'])
+    c.node("accel-node-1", instance_type="g6.8xlarge")
+
+    def card(dev, idx):
+        return device(dev, attributes={accel + "/model": s("ax-100"), accel + "/index": i(idx)},
+                      capacity={compute: {"requestPolicy": {"default": "100m",
+                                                            "validRange": {"min": "100m", "max": "1", "step": "100m"}},
+                                          "value": "1"}})
+
+    c.device_slice("accel-node-1", accel, [card("accel-0", 0), card("accel-1", 1)], "f7p2m", count=2)
+    c.affinity_slice("accel-node-1", accel, [extractor({
+        "tenant": 'object.apiVersion == "accel.example.com/v1" && object.kind == "AccelConfig" ? object.tenant : ""'})],
+        "t4w9q", count=2)
+    pods = [("a-1", "tenant-a", "250m"), ("a-2", "tenant-a", "250m"), ("b-1", "tenant-b", "250m"),
+            ("a-3", "tenant-a", "250m"), ("a-4", "tenant-a", "250m"), ("b-2", "tenant-b", None)]
+    for n, (pod, tenant, amount) in enumerate(pods):
+        claim = pod + "-accel"
+        c.claim("jobs", claim, [exact("accel", "accel.example.com", {compute: amount} if amount else None)],
+                [opaque(accel, {"apiVersion": accel + "/v1", "kind": "AccelConfig", "tenant": tenant})], created=n - 60)
+        c.pod("jobs", pod, [("accel", "claim", claim)], created=n, image="registry.example.com/job:1.0.0", app="job")
+    write(c, name)
+
+
 def main():
     nic_16_slots("nic-subnet-16-slots-17th-opens-eth2", True)
     nic_16_slots("config-extractors-nic-subnet-16-slots", False)
@@ -544,6 +573,7 @@ def main():
     search_bound_slots()
     search_bound_count()
     search_budget()
+    fractional_steps()
     gen_recorded.main()
 
 

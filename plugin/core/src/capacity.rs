@@ -4,10 +4,13 @@
 //! The rules follow the structured allocator's `consumable_capacity.go` (dynamic-resource-allocation
 //! `3d036712`):
 //! - [`consumed_capacity`]: a missing request consumes the policy default or the whole capacity; a
-//!   `validRange` rounds up to `min` and then to the next `step` (integer `Value()` arithmetic, result
-//!   in binary SI); `validValues` picks the first value at or above the request.
-//! - [`violates_policy`]: above `max`, off the `step` grid, or outside `validValues`; a consumption
-//!   equal to the default is always allowed (compared numerically, not structurally as upstream).
+//!   `validRange` rounds up to `min` and then to the next `step`, in exact decimal arithmetic as
+//!   Kubernetes v1.37 does with `DRAFractionalCapacityRange` (beta, on by default): fractional
+//!   steps (`100m`) round to fractional amounts; `validValues` picks the first value at or above
+//!   the request.
+//! - [`violates_policy`]: above `max`, off the `step` grid (exactly), or outside `validValues`; a
+//!   consumption equal to the default is always allowed (compared numerically, not structurally as
+//!   upstream).
 //!
 //! The allocator (`allocator.rs`, `capacity_fits`) adds the amounts already consumed by allocated
 //! claims and by earlier choices of the same call, for every capacity of the device.
@@ -15,7 +18,10 @@
 use std::cmp::Ordering;
 
 use crate::model::{CapacityRequestPolicy, CapacityRequestPolicyRange, DeviceCapacity};
-use crate::quantity::Quantity;
+use crate::quantity::{Format, Quantity};
+
+/// Nano-units per unit: [`Quantity::nanos`] is exact to the nano-unit.
+const NANOS_PER_UNIT: i128 = 1_000_000_000;
 
 /// The amount one allocation consumes: the request after policy rounding, or the default, or the
 /// whole capacity value when the request does not name this capacity (`calculateConsumedCapacity`).
@@ -55,7 +61,11 @@ pub fn consumed_capacity(request: Option<&Quantity>, cap: &DeviceCapacity) -> Qu
     round_up_valid_values(request, &policy.valid_values)
 }
 
-/// `roundUpRange`: below `min` gives `min`; otherwise round `request - min` up to whole steps.
+/// `roundUpRange`: below `min` gives `min`; otherwise `request - min` rounded up to whole
+/// steps, in exact decimal arithmetic (`DRAFractionalCapacityRange`, beta and on by default in
+/// Kubernetes v1.37: with `min: 100m, step: 100m`, a request of `250m` consumes `300m`). A whole
+/// result is written in binary SI, as upstream's integer arithmetic writes it; a fractional one in
+/// decimal SI.
 fn round_up_range(request: &Quantity, range: &CapacityRequestPolicyRange) -> Quantity {
     if request.cmp(&range.min) == Ordering::Less {
         return range.min.clone();
@@ -63,19 +73,25 @@ fn round_up_range(request: &Quantity, range: &CapacityRequestPolicyRange) -> Qua
     let Some(step) = &range.step else {
         return request.clone();
     };
-    let step = i128::from(step.value());
+    let step = step.nanos();
     if step <= 0 {
         return request.clone();
     }
-    let min = i128::from(range.min.value());
-    let added = i128::from(request.value()) - min;
-    // Truncating division and remainder, as Go's int64 `/` and `%`.
-    let mut steps = added / step;
-    if added % step != 0 {
-        steps += 1;
+    let min = range.min.nanos();
+    let added = request.nanos() - min;
+    // `added` is not negative: the request is at least `min`.
+    let steps = added / step + i128::from(added % step != 0);
+    let rounded = step.checked_mul(steps).and_then(|grid| grid.checked_add(min));
+    match rounded {
+        Some(rounded) if rounded % NANOS_PER_UNIT == 0 => match i64::try_from(rounded / NANOS_PER_UNIT) {
+            Ok(units) => Quantity::from_i64(units),
+            Err(_) => Quantity::from_i64(i64::MAX),
+        },
+        Some(rounded) if rounded <= i128::from(i64::MAX) * NANOS_PER_UNIT => {
+            Quantity::from_nanos(rounded, Format::DecimalSI)
+        }
+        _ => Quantity::from_i64(i64::MAX),
     }
-    let rounded = min + step * steps;
-    Quantity::from_i64(i64::try_from(rounded).unwrap_or(i64::MAX))
 }
 
 /// `roundUpValidValues`: the first valid value at or above the request, else the request itself
@@ -89,8 +105,7 @@ fn round_up_valid_values(request: &Quantity, valid_values: &[Quantity]) -> Quant
 }
 
 /// Whether a consumed amount breaks the capacity's request policy (`violatesPolicy`): above
-/// `validRange.max`, not `min` plus a whole number of steps (integer `Value()` arithmetic), or not one
-/// of `validValues`. An amount numerically equal to `default` never violates.
+/// `validRange.max`, not exactly `min` plus a whole number of steps, or not one of `validValues`. An amount numerically equal to `default` never violates.
 ///
 /// A non-positive `step` (invalid per API validation) is not checked.
 ///
@@ -127,8 +142,8 @@ pub fn violates_policy(consumed: &Quantity, policy: Option<&CapacityRequestPolic
             return true;
         }
         if let Some(step) = &range.step {
-            let step = i128::from(step.value());
-            let added = i128::from(consumed.value()) - i128::from(range.min.value());
+            let step = step.nanos();
+            let added = consumed.nanos() - range.min.nanos();
             if step > 0 && added % step != 0 {
                 return true;
             }
@@ -230,7 +245,7 @@ mod tests {
             (None,          "8Gi",  "min=1Gi", "8Gi", "policy without default: whole value"),
             (Some("2Gi"),   "40Gi", "default=1Gi min=1Gi step=2Gi", "3Gi", "binary units: min + 1 step"),
             (Some("5Gi"),   "40Gi", "default=1Gi min=1Gi step=2Gi", "5Gi", "on the grid stays"),
-            (Some("1500m"), "8",    "min=1 step=1", "2",  "fractional request: Value() rounds 1.5 up"),
+            (Some("1500m"), "8",    "min=1 step=1", "2",  "fractional request on a whole grid: 1.5 rounds up to 2"),
             (Some("1500m"), "8",    "min=1",   "1500m",   "no step: fractional request kept exactly"),
             (Some("0"),     "8",    "min=0 step=4", "0",  "zero request with zero min"),
             (Some("1"),     "8",    "min=0 step=4", "4",  "zero min rounds to the first step"),
@@ -239,6 +254,34 @@ mod tests {
             (Some("1"),     "8",    "min=1 step=0", "1",  "non-positive step (precondition broken): unrounded"),
         ];
         check_consumed(cases);
+    }
+
+    /// `DRAFractionalCapacityRange` (Kubernetes v1.37, beta, on): fractional minimums and steps
+    /// round exactly.
+    #[test]
+    fn fractional_steps_round_exactly() {
+        #[rustfmt::skip]
+        let cases: &[ConsumedCase] = &[
+            (Some("250m"), "1", "default=100m min=100m max=1 step=100m", "300m", "250m rounds to the next 100m"),
+            (Some("300m"), "1", "default=100m min=100m max=1 step=100m", "300m", "on the grid stays"),
+            (Some("50m"),  "1", "default=100m min=100m max=1 step=100m", "100m", "below min: min"),
+            (Some("1"),    "1", "default=100m min=100m max=1 step=100m", "1",    "a whole amount"),
+            (Some("1100m"), "4", "min=500m step=250m", "1250m", "grid from a fractional min"),
+            (Some("1Gi"),  "4Gi", "min=0 step=0.5Gi", "1Gi", "binary grid"),
+            (Some("1n"),   "1", "min=0 step=3n", "3n", "nano steps"),
+        ];
+        check_consumed(cases);
+        let policy = policy("default=100m min=100m max=1 step=100m");
+        assert!(!violates_policy(&q("300m"), policy.as_ref()));
+        assert!(
+            violates_policy(&q("250m"), policy.as_ref()),
+            "off the fractional grid"
+        );
+        // Three 250m claims consume 900m of a device of 1: a fourth does not fit.
+        let cap = cap("1", "default=100m min=100m max=1 step=100m");
+        let three = consumed_capacity(Some(&q("250m")), &cap).nanos() * 3;
+        assert_eq!(three, q("900m").nanos());
+        assert_eq!(consumed_capacity(Some(&q("250m")), &cap).to_string(), "300m");
     }
 
     #[test]
