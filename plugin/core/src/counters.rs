@@ -106,6 +106,7 @@ mod tests {
         vec![DeviceCounterConsumption {
             counter_set: set.into(),
             counters: [(name.to_string(), Counter { value: q(v) })].into(),
+            compatibility_groups: Vec::new(),
         }]
     }
 

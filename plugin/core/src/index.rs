@@ -574,7 +574,17 @@ impl Index {
             if pool.invalid.is_none() {
                 'outer: for slice in &pool.slices {
                     for &d in &slice.devices {
-                        for c in &index.devices[d as usize].device.consumes_counters {
+                        let device = &index.devices[d as usize].device;
+                        for c in &device.consumes_counters {
+                            if !c.compatibility_groups.is_empty() {
+                                pool.invalid = Some(format!(
+                                    "device {} declares compatibilityGroups (KEP-5963), which the \
+                                     scheduler does not implement (alpha in Kubernetes v1.37, gate \
+                                     DRADeviceCompatibilityGroups off by default): the pool is not used",
+                                    device.name
+                                ));
+                                break 'outer;
+                            }
                             let Some(set) = pool.counter_sets.get(&c.counter_set) else {
                                 pool.invalid = Some(format!("counter set {} not found", c.counter_set));
                                 break 'outer;
@@ -952,6 +962,28 @@ mod tests {
         .join("\n");
         let idx = Index::build(&slices(&json));
         assert_eq!(idx.pools[0].invalid.as_deref(), Some("duplicate device name a"));
+    }
+
+    /// KEP-5963 compatibility groups are not implemented: a pool that declares them is not used
+    /// (as v1.37's scheduler skips it with its gate off), never co-allocated blindly.
+    #[test]
+    fn compatibility_groups_make_the_pool_invalid() {
+        let json = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice","metadata":{"name":"s1"},
+            "spec":{"driver":"gpu.example.com","nodeName":"n1","pool":{"name":"p","generation":1,"resourceSliceCount":1},
+            "sharedCounters":[{"name":"gpu-0","counters":{"memory":{"value":"40Gi"}}}],
+            "devices":[
+              {"name":"mig-1g","consumesCounters":[{"counterSet":"gpu-0","counters":{"memory":{"value":"5Gi"}},"compatibilityGroups":["mig"]}]},
+              {"name":"vgpu-4q","consumesCounters":[{"counterSet":"gpu-0","counters":{"memory":{"value":"4Gi"}},"compatibilityGroups":["vgpu"]}]}]}}"#;
+        let idx = Index::build(&slices(json));
+        let reason = idx.pools[0].invalid.as_deref().unwrap_or_default();
+        assert!(
+            reason.starts_with("device mig-1g declares compatibilityGroups (KEP-5963)"),
+            "{reason}"
+        );
+        let without = json
+            .replace(r#","compatibilityGroups":["mig"]"#, "")
+            .replace(r#","compatibilityGroups":["vgpu"]"#, "");
+        assert_eq!(Index::build(&slices(&without)).pools[0].invalid, None);
     }
 
     #[test]

@@ -813,6 +813,11 @@ pub struct DeviceCounterConsumption {
     /// Amounts consumed per counter.
     #[serde(default)]
     pub counters: Map<String, Counter>,
+    /// KEP-5963 compatibility groups (alpha in Kubernetes v1.37, `DRADeviceCompatibilityGroups`,
+    /// off by default). Read so that it is never dropped silently: the index makes a pool that
+    /// uses it invalid, as v1.37's scheduler with the gate off skips such a pool.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub compatibility_groups: Vec<String>,
 }
 
 /// `DeviceTaint`.
