@@ -369,6 +369,23 @@ fn read_cluster(path: &Path) -> Result<Cluster> {
             place(path, duplicate.replaced)
         );
     }
+    // A few name the fields; a recording from a newer API server would repeat one field per
+    // device thousands of times.
+    const SHOWN_UNREAD: usize = 10;
+    for unread in cluster.unread.iter().take(SHOWN_UNREAD) {
+        eprintln!(
+            "warning: {}: field {} is not read by the plugin (at {})",
+            unread.object,
+            unread.field,
+            place(path, unread.at)
+        );
+    }
+    if cluster.unread.len() > SHOWN_UNREAD {
+        eprintln!(
+            "warning: {} more fields not read by the plugin",
+            cluster.unread.len() - SHOWN_UNREAD
+        );
+    }
     if !cluster.objects.is_empty() || !cluster.refused.is_empty() {
         return Ok(cluster);
     }

@@ -21,7 +21,7 @@ use serde_json::value::RawValue;
 use sharing_affinity_core::Status;
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::object_key;
-use sharing_affinity_core::object::{Kind, Object, Parsed, collect, identify, offset_in};
+use sharing_affinity_core::object::{Kind, Object, Parsed, collect, identify, offset_in, unread_fields};
 use sharing_affinity_core::plugin::{ClaimAllocation, extended};
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
@@ -56,6 +56,20 @@ pub struct Cluster {
     /// Objects that share their kind and name with a later one, which replaced them (see
     /// [`Cluster::parse`]).
     pub duplicates: Vec<Duplicate>,
+    /// Fields of DRA objects that the plugin does not read ([`unread_fields`]), each with its
+    /// object (`Kind namespace/name`) and where the object starts.
+    pub unread: Vec<Unread>,
+}
+
+/// A field of a DRA object that the plugin does not read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Unread {
+    /// `Kind namespace/name`.
+    pub object: String,
+    /// The field's path (`spec.devices[0].newField`).
+    pub field: String,
+    /// Where the object starts.
+    pub at: Position,
 }
 
 /// An object replaced by a later one of the same kind and name.
@@ -80,6 +94,7 @@ impl Cluster {
     pub fn parse(json: &str) -> Result<Cluster> {
         let mut parsed = parse_documents(json)?;
         let duplicates = keep_the_last_of_each_name(json, &mut parsed);
+        let unread = unread_in(json, &parsed);
         let mut nodes = Vec::new();
         let mut pending = Vec::new();
         for object in &parsed.objects {
@@ -113,6 +128,7 @@ impl Cluster {
             nodes,
             pending: pending.into_iter().map(|(_, key)| key).collect(),
             duplicates,
+            unread,
         })
     }
 
@@ -181,6 +197,35 @@ fn parse_documents(json: &str) -> Result<Parsed> {
         collect(text, offset, &mut index, &mut parsed);
     }
     Ok(parsed)
+}
+
+/// The fields the plugin does not read of every decoded DRA object (each object's text is found
+/// again at its offset).
+fn unread_in(json: &str, parsed: &Parsed) -> Vec<Unread> {
+    let mut found: Vec<(usize, String, String)> = Vec::new();
+    for (object, &offset) in parsed.objects.iter().zip(&parsed.offsets) {
+        if matches!(object, Object::Node(_) | Object::Pod(_)) {
+            continue;
+        }
+        let mut values = serde_json::Deserializer::from_str(&json[offset..]).into_iter::<&RawValue>();
+        let Some(Ok(text)) = values.next() else {
+            continue;
+        };
+        for field in unread_fields(text.get()) {
+            found.push((
+                offset,
+                format!("{} {}", object.kind().as_str(), object.key()),
+                field,
+            ));
+        }
+    }
+    let offsets: Vec<usize> = found.iter().map(|(offset, ..)| *offset).collect();
+    let at = Position::all(json, &offsets);
+    found
+        .into_iter()
+        .zip(at)
+        .map(|((_, object, field), at)| Unread { object, field, at })
+        .collect()
 }
 
 /// Drops every decoded object that a later one of the same kind and name follows, and says
@@ -940,6 +985,7 @@ mod tests {
             invalid_at: vec![Position::default()],
             objects_at: Vec::new(),
             duplicates: Vec::new(),
+            unread: Vec::new(),
             refused: Vec::new(),
             ignored: BTreeMap::new(),
             nodes: nodes.iter().map(|n| n.to_string()).collect(),

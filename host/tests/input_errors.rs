@@ -224,3 +224,37 @@ fn duplicates_and_bad_timestamps_read_the_same_on_every_engine() {
     assert_eq!(outputs[0], outputs[2]);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// A field of a DRA object that the plugin does not read (one a newer API server added, or a
+/// misspelt one) is named in a warning with where its object is; the object still loads.
+#[test]
+fn a_field_the_plugin_does_not_read_is_named() {
+    let dir = std::env::temp_dir().join(format!("sa-unread-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (text, _) = cluster(true);
+    let text = text.replace("1e400", "1500");
+    let text = text.replacen(
+        "\"selectors\": [",
+        "\"compatibilityModeX\": \"strict\",\n      \"selectors\": [",
+        1,
+    );
+    let class = text.find("\"kind\": \"DeviceClass\"").unwrap();
+    let start = text[..class].rfind('{').unwrap();
+    let (line, column) = line_column(&text, start);
+    let file = dir.join("cluster.json");
+    std::fs::write(&file, &text).unwrap();
+    let out = cli(&[
+        "replay".as_ref(),
+        file.as_ref(),
+        "--engine".as_ref(),
+        "native".as_ref(),
+    ]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let expected = format!(
+        "warning: DeviceClass nic: field spec.compatibilityModeX is not read by the plugin (at {}:{line}:{column}, byte {start})",
+        file.display()
+    );
+    assert!(stderr.lines().any(|l| l == expected), "want {expected}\n{stderr}");
+    assert_eq!(out.status.code(), Some(0), "{stderr}");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -280,6 +280,56 @@ pub fn offset_in(outer: &str, inner: &str) -> usize {
     }
 }
 
+/// The fields of a DRA object (`spec`, and a claim's `status.allocation`) that the plugin does
+/// not read, each as a path (`spec.devices[0].bindsToNodeX`): a field Kubernetes added that the
+/// model does not know, or a misspelt one. Nothing of a Node or Pod, and nothing of `metadata`
+/// or of a claim's driver-written `status.devices`, which carry no scheduling meaning here. For
+/// hosts, which warn about each: the decode itself ignores unknown fields, as the API machinery
+/// does, so that a newer API server's objects still load.
+pub fn unread_fields(json: &str) -> Vec<String> {
+    fn ignored<T: DeserializeOwned>(json: &str) -> Vec<String> {
+        let mut paths = Vec::new();
+        let mut de = serde_json::Deserializer::from_str(json);
+        let reader = crate::json::ApiJson::new(&mut de);
+        // An object that does not decode is reported as rejected, not here.
+        let _ = serde_ignored::deserialize::<_, _, T>(reader, |path| paths.push(path.to_string()));
+        paths
+    }
+    let Some((kind, _)) = identify(json) else {
+        return Vec::new();
+    };
+    let paths = match kind {
+        Kind::ResourceSlice => ignored::<ResourceSlice>(json),
+        Kind::ResourceClaim => ignored::<ResourceClaim>(json),
+        Kind::ResourceClaimTemplate => ignored::<ResourceClaimTemplate>(json),
+        Kind::DeviceClass => ignored::<DeviceClass>(json),
+        Kind::DeviceTaintRule => ignored::<DeviceTaintRule>(json),
+        Kind::Node | Kind::Pod => return Vec::new(),
+    };
+    paths
+        .into_iter()
+        .filter(|p| p.starts_with("spec.") || p.starts_with("status.allocation."))
+        .map(|p| {
+            // serde_ignored writes list indices as segments (`devices.0`), which the core's
+            // errors write as `devices[0]`, and `?` for an `Option` or newtype it passed
+            // through, which is no field.
+            p.split('.')
+                .filter(|segment| *segment != "?")
+                .fold(String::new(), |mut path, segment| {
+                    if !segment.is_empty() && segment.bytes().all(|b| b.is_ascii_digit()) {
+                        path.push_str(&format!("[{segment}]"));
+                    } else {
+                        if !path.is_empty() {
+                            path.push('.');
+                        }
+                        path.push_str(segment);
+                    }
+                    path
+                })
+        })
+        .collect()
+}
+
 /// `List`s inside `List`s deeper than this are an error. Each level reads its list's text again
 /// (the items are found by skipping the rest of the object), so the depth bounds that work: at
 /// most 16 passes over a document, where recorded clusters nest one or two `List`s.
@@ -1141,6 +1191,32 @@ mod tests {
                 "{bad}: {err}"
             );
         }
+    }
+
+    /// A field of a DRA object's spec that the model does not read is named; metadata, Pods,
+    /// Nodes and known fields are not.
+    #[test]
+    fn unread_fields_of_dra_objects_are_named() {
+        let slice = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceSlice",
+            "metadata":{"name":"s","managedFields":[{"manager":"kubectl"}]},
+            "spec":{"driver":"d","nodeName":"n","pool":{"name":"p","generation":1,"resourceSliceCount":1,"futureField":1},
+                    "devices":[{"name":"a"},{"name":"b","bindsToNodeX":true}]}}"#;
+        assert_eq!(
+            unread_fields(slice),
+            ["spec.pool.futureField", "spec.devices[1].bindsToNodeX"]
+        );
+        let claim = r#"{"apiVersion":"resource.k8s.io/v1","kind":"ResourceClaim","metadata":{"name":"c","namespace":"n"},
+            "spec":{"devices":{"requests":[{"name":"r","exactly":{"deviceClassName":"x","newKnob":"y"}}]}},
+            "status":{"allocation":{"devices":{"results":[]},"newResult":1},"devices":[{"driver":"d","pool":"p","device":"a"}]}}"#;
+        assert_eq!(
+            unread_fields(claim),
+            [
+                "spec.devices.requests[0].exactly.newKnob",
+                "status.allocation.newResult"
+            ]
+        );
+        let pod = r#"{"apiVersion":"v1","kind":"Pod","metadata":{"name":"p","namespace":"n"},"spec":{"whatever":1}}"#;
+        assert!(unread_fields(pod).is_empty());
     }
 
     #[test]
