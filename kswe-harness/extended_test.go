@@ -11,6 +11,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+
+	"sharing-affinity/kswe-harness/dramodule"
 )
 
 // The special claim's name and content follow the Rust core's rules: the names in expected.json
@@ -36,7 +38,7 @@ func TestExtendedClaimIsCreatedAtReserveAndDeletedOnUnreserve(t *testing.T) {
 	alloc := `{"devices":{"results":[` +
 		`{"request":"container-0-request-1","driver":"gpu.example.com","pool":"gpu-node-1","device":"gpu-0"},` +
 		`{"request":"container-1-request-0","driver":"gpu.example.com","pool":"gpu-node-1","device":"gpu-1"}]}}`
-	if code := s.SetPending(claim, pod, []byte(alloc)); code != draOK {
+	if code := s.SetPending(claim, pod, []byte(alloc)); code != dramodule.OK {
 		t.Fatalf("SetPending: %d", code)
 	}
 	e := s.entries[objectID{"ResourceClaim", claim}]
@@ -273,17 +275,17 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 		}
 		return raw
 	}
-	if code := s.SetPending("ns/p-extended-resources-zzzzz", pod, alloc("container-0-request-0")); code != draNotFound {
+	if code := s.SetPending("ns/p-extended-resources-zzzzz", pod, alloc("container-0-request-0")); code != dramodule.NotFound {
 		t.Errorf("another name: %d", code)
 	}
-	if code := s.SetPending(key, pod, alloc("container-0-request-7")); code != draInvalid {
+	if code := s.SetPending(key, pod, alloc("container-0-request-7")); code != dramodule.Invalid {
 		t.Errorf("a result for a request the pod does not make: %d", code)
 	}
 	if len(s.entries) != 3 {
 		t.Fatalf("a refused write created objects: %d", len(s.entries))
 	}
 	// Only the FPGA request (index 0 of the sorted names) is allocated: GPUs by device plugin.
-	if code := s.SetPending(key, pod, alloc("container-0-request-0")); code != draOK {
+	if code := s.SetPending(key, pod, alloc("container-0-request-0")); code != dramodule.OK {
 		t.Fatalf("SetPending: %d", code)
 	}
 	e := s.entries[objectID{"ResourceClaim", key}]
@@ -311,7 +313,7 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 	}
 
 	// PreBind: written with the allocation; Unreserve then keeps the allocated claim.
-	if code := s.WriteAllocation(key, pod, alloc("container-0-request-0", "container-0-request-1")); code != draOK {
+	if code := s.WriteAllocation(key, pod, alloc("container-0-request-0", "container-0-request-1")); code != dramodule.OK {
 		t.Fatalf("WriteAllocation: %d", code)
 	}
 	e = s.entries[objectID{"ResourceClaim", key}]
@@ -325,7 +327,7 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 		t.Errorf("claim: %v", e.object)
 	}
 	// A pending write of the same allocation for the allocated claim.
-	if code := s.SetPending(key, pod, alloc("container-0-request-0", "container-0-request-1")); code != draOK {
+	if code := s.SetPending(key, pod, alloc("container-0-request-0", "container-0-request-1")); code != dramodule.OK {
 		t.Fatalf("SetPending of the same allocation: %d", code)
 	}
 	s.ClearPending("u1")

@@ -19,6 +19,8 @@ import (
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	wasm "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/plugin"
 	ksweTest "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/test"
+
+	"sharing-affinity/kswe-harness/dramodule"
 )
 
 // options are the replay's settings.
@@ -175,12 +177,12 @@ func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
 	for _, object := range c.objects {
 		s.Add(object)
 	}
-	host, err := newDraHost(ctx, s)
+	host, err := dramodule.New(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("the sharing-affinity.dra/v1 host module: %w", err)
 	}
 	defer host.Close(ctx)
-	root := host.resolve(ctx)
+	root := host.Resolve(ctx)
 
 	byNode := map[string][]*corev1.Pod{}
 	for _, p := range c.boundPods {
@@ -276,7 +278,7 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 		}
 		return out, nil
 	}
-	ctx := withPod(r.root, pod)
+	ctx := dramodule.WithPod(r.root, pod)
 	state := framework.NewCycleState()
 
 	nodes := r.nodes
@@ -382,7 +384,7 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 	node := best
 	return out, func() {
 		// The binding cycle: a context of its own, as kube-scheduler's binding goroutine has.
-		ctx := withPod(r.root, pod)
+		ctx := dramodule.WithPod(r.root, pod)
 		if pl, ok := r.plugin.(framework.PreBindPlugin); ok {
 			if status := guarded(func() *framework.Status { return pl.PreBind(ctx, state, pod, node) }); !succeeded(status) {
 				fail("bind", status)

@@ -19,15 +19,8 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
 
-// Results of allocation and pending_allocation (docs/kswe-dra-extension.md §2.2).
-const (
-	draOK       int32 = 0
-	draNotFound int32 = 1
-	draInvalid  int32 = 2
-	draConflict int32 = 3
-	draNoPod    int32 = 4
+	"sharing-affinity/kswe-harness/dramodule"
 )
 
 // The kinds the feed carries.
@@ -451,33 +444,33 @@ func (s *store) generatedClaim(claim string, pod *corev1.Pod) (string, map[strin
 // creates a template's claim before the pod is scheduled). Mirrors `ObjectStore::set_pending`.
 func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	if _, ok := decodeAllocation(allocation); !ok {
-		return draInvalid
+		return dramodule.Invalid
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := objectID{"ResourceClaim", claim}
 	if _, exists := s.entries[id]; !exists {
-		if code := s.createGenerated(claim, pod, allocation); code != draOK {
+		if code := s.createGenerated(claim, pod, allocation); code != dramodule.OK {
 			return code
 		}
 	}
 	current, _, err := s.claimAllocation(id)
 	if err != nil {
-		return draInvalid
+		return dramodule.Invalid
 	}
 	if current != nil && !sameAllocation(current, allocation) {
-		return draConflict
+		return dramodule.Conflict
 	}
 	s.pending[claim] = pending{podUID: string(pod.UID), allocation: append(json.RawMessage(nil), allocation...)}
 	s.touch(id)
-	return draOK
+	return dramodule.OK
 }
 
 // createGenerated creates the claim `claim` when it does not exist yet and the pod generates it:
 // from a template (named in the stored pod's status.resourceClaimStatuses, what the resourceclaim
 // controller does), or as its KEP-5004 special claim for `allocation` (with the pod's
-// status.extendedResourceClaimStatus, what upstream's DRA plugin does). draNotFound when the pod
-// generates no such claim; draInvalid when the allocation does not fit the pod's special claim.
+// status.extendedResourceClaimStatus, what upstream's DRA plugin does). dramodule.NotFound when the pod
+// generates no such claim; dramodule.Invalid when the allocation does not fit the pod's special claim.
 // Mirrors `ObjectStore::create_generated` of host/src/kswe/store.rs. The caller holds the lock.
 func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	// The stored pod (its status may already name generated claims), else the callback's.
@@ -496,12 +489,12 @@ func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte
 				corev1.PodResourceClaimStatus{Name: entryName, ResourceClaimName: &name})
 			fields, err := corev1Fields(source, "Pod")
 			if err != nil {
-				return draInvalid
+				return dramodule.Invalid
 			}
 			keepExtendedStatus(s.entries[podID].object, fields)
 			s.put(fields)
 		}
-		return draOK
+		return dramodule.OK
 	}
 	hasStatus := false
 	if stored {
@@ -509,7 +502,7 @@ func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte
 		hasStatus = status["extendedResourceClaimStatus"] != nil
 	}
 	object, status, code := s.extendedClaim(claim, source, hasStatus, allocation)
-	if code != draOK {
+	if code != dramodule.OK {
 		return code
 	}
 	var updated map[string]any
@@ -518,11 +511,11 @@ func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte
 		// v0.33's Pod has no such field).
 		raw, err := json.Marshal(status)
 		if err != nil {
-			return draInvalid
+			return dramodule.Invalid
 		}
 		var statusFields map[string]any
 		if err := json.Unmarshal(raw, &statusFields); err != nil {
-			return draInvalid
+			return dramodule.Invalid
 		}
 		fields := s.entries[podID].object
 		updated = make(map[string]any, len(fields))
@@ -542,23 +535,23 @@ func (s *store) createGenerated(claim string, pod *corev1.Pod, allocation []byte
 	if updated != nil {
 		s.put(updated)
 	}
-	return draOK
+	return dramodule.OK
 }
 
 // extendedClaim is the KEP-5004 claim the scheduler creates for the pod's extended resources
 // backed by DRA when `claim` is its name (`<pod>-extended-resources-<5 chars>`, extendedClaimName)
 // and the pod has none yet (hasStatus false), with the pod's status.extendedResourceClaimStatus
-// (claimForAllocation, for the pod and the stored DeviceClasses). draNotFound when `claim` is not
-// the pod's special claim or the pod asks for no DRA-backed resource, draInvalid when the
+// (claimForAllocation, for the pod and the stored DeviceClasses). dramodule.NotFound when `claim` is not
+// the pod's special claim or the pod asks for no DRA-backed resource, dramodule.Invalid when the
 // allocation does not decode or a result names a request the pod does not make. Mirrors
 // `ObjectStore::extended_claim`. The caller holds the lock.
 func (s *store) extendedClaim(claim string, pod *corev1.Pod, hasStatus bool, allocation []byte) (map[string]any, *extendedStatus, int32) {
 	if hasStatus || objectKey(pod.Namespace, extendedClaimName(pod)) != claim {
-		return nil, nil, draNotFound
+		return nil, nil, dramodule.NotFound
 	}
 	alloc, ok := decodeAllocation(allocation)
 	if !ok {
-		return nil, nil, draInvalid
+		return nil, nil, dramodule.Invalid
 	}
 	var classes []map[string]any
 	for id, e := range s.entries {
@@ -571,11 +564,11 @@ func (s *store) extendedClaim(claim string, pod *corev1.Pod, hasStatus bool, all
 	case err != nil:
 		// A class conflict would have failed the guest's PreFilter; what is left is a result
 		// for a request the pod does not make.
-		return nil, nil, draInvalid
+		return nil, nil, dramodule.Invalid
 	case !ok:
-		return nil, nil, draNotFound
+		return nil, nil, dramodule.NotFound
 	}
-	return object, status, draOK
+	return object, status, dramodule.OK
 }
 
 // ClearPending drops a pod's pending allocations (Unreserve). A KEP-5004 special claim of the pod
@@ -645,22 +638,22 @@ func (s *store) forgetExtendedClaim(podUID, claim string) {
 // first. Mirrors `ObjectStore::write_allocation`.
 func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	if _, ok := decodeAllocation(allocation); !ok {
-		return draInvalid
+		return dramodule.Invalid
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	id := objectID{"ResourceClaim", claim}
 	if _, exists := s.entries[id]; !exists {
-		if code := s.createGenerated(claim, pod, allocation); code != draOK {
+		if code := s.createGenerated(claim, pod, allocation); code != dramodule.OK {
 			return code
 		}
 	}
 	current, _, err := s.claimAllocation(id)
 	if err != nil {
-		return draInvalid
+		return dramodule.Invalid
 	}
 	if current != nil && !sameAllocation(current, allocation) {
-		return draConflict
+		return dramodule.Conflict
 	}
 	e := s.entries[id]
 	object := make(map[string]any, len(e.object))
@@ -675,7 +668,7 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 	}
 	var alloc any
 	if err := json.Unmarshal(allocation, &alloc); err != nil {
-		return draInvalid
+		return dramodule.Invalid
 	}
 	status["allocation"] = alloc
 	reserved, _ := status["reservedFor"].([]any)
@@ -693,7 +686,7 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 	delete(s.pending, claim)
 	s.put(object)
 	s.writes[string(pod.UID)] = append(s.writes[string(pod.UID)], write{claim, append(json.RawMessage(nil), allocation...)})
-	return draOK
+	return dramodule.OK
 }
 
 // ExtendedStatus is the stored pod's status.extendedResourceClaimStatus, or nil.

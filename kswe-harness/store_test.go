@@ -15,6 +15,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/klog/v2"
+
+	"sharing-affinity/kswe-harness/dramodule"
 )
 
 func claimObject(name string) map[string]any {
@@ -119,13 +121,13 @@ func TestPendingAllocationsOverlayTheFeedUntilUnreserve(t *testing.T) {
 	cursor := feed(t, s, "").Cursor
 	alloc := []byte(`{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x"}]}}`)
 	pod := testPod()
-	if got := s.SetPending("ns/zz", pod, alloc); got != draNotFound {
+	if got := s.SetPending("ns/zz", pod, alloc); got != dramodule.NotFound {
 		t.Errorf("unknown claim: %d", got)
 	}
-	if got := s.SetPending("ns/a", pod, []byte(`{"devices":{"results":"no"}}`)); got != draInvalid {
+	if got := s.SetPending("ns/a", pod, []byte(`{"devices":{"results":"no"}}`)); got != dramodule.Invalid {
 		t.Errorf("invalid allocation: %d", got)
 	}
-	if got := s.SetPending("ns/a", pod, alloc); got != draOK {
+	if got := s.SetPending("ns/a", pod, alloc); got != dramodule.OK {
 		t.Fatalf("pending: %d", got)
 	}
 	d := feed(t, s, cursor)
@@ -147,17 +149,17 @@ func TestWriteAllocationReservesOnceAndDetectsConflicts(t *testing.T) {
 	same := []byte(`{"devices":{"config":[],"results":[{"request":"r","driver":"d","pool":"p","device":"x","consumedCapacity":{"c":"1024Mi"}}]}}`)
 	other := []byte(`{"devices":{"results":[]}}`)
 	for i, alloc := range [][]byte{a1, same} {
-		if got := s.WriteAllocation("ns/a", pod, alloc); got != draOK {
+		if got := s.WriteAllocation("ns/a", pod, alloc); got != dramodule.OK {
 			t.Fatalf("write %d: %d", i, got)
 		}
 	}
-	if got := s.WriteAllocation("ns/a", pod, other); got != draConflict {
+	if got := s.WriteAllocation("ns/a", pod, other); got != dramodule.Conflict {
 		t.Errorf("different allocation: %d", got)
 	}
-	if got := s.SetPending("ns/a", pod, other); got != draConflict {
+	if got := s.SetPending("ns/a", pod, other); got != dramodule.Conflict {
 		t.Errorf("pending over a different allocation: %d", got)
 	}
-	if got := s.WriteAllocation("ns/b", pod, a1); got != draNotFound {
+	if got := s.WriteAllocation("ns/b", pod, a1); got != dramodule.NotFound {
 		t.Errorf("unknown claim: %d", got)
 	}
 	var d feedDoc
@@ -192,12 +194,12 @@ func TestTemplateClaimsAreCreatedAtReserveAndNamedInThePodStatus(t *testing.T) {
 	}
 	s.Add(fields)
 	alloc := []byte(`{"devices":{"results":[]}}`)
-	if got := s.SetPending("ns/other", pod, alloc); got != draNotFound {
+	if got := s.SetPending("ns/other", pod, alloc); got != dramodule.NotFound {
 		t.Errorf("not a claim of the pod: %d", got)
 	}
 	cursor := feed(t, s, "").Cursor
 	pendingAlloc := []byte(`{"devices":{"results":[{"request":"r","driver":"d","pool":"p","device":"x"}]}}`)
-	if got := s.SetPending("ns/p-gpu", pod, pendingAlloc); got != draOK {
+	if got := s.SetPending("ns/p-gpu", pod, pendingAlloc); got != dramodule.OK {
 		t.Fatalf("pending on a claim the pod generates: %d", got)
 	}
 	d := feed(t, s, cursor)
@@ -212,10 +214,10 @@ func TestTemplateClaimsAreCreatedAtReserveAndNamedInThePodStatus(t *testing.T) {
 	if !reflect.DeepEqual(events(d2), []string{"MODIFIED p-gpu"}) || strings.Contains(string(s.Changes(d.Cursor)), "allocation") {
 		t.Errorf("Unreserve keeps the claim, unallocated: %s", s.Changes(d.Cursor))
 	}
-	if got := s.SetPending("ns/p-gpu", pod, alloc); got != draOK {
+	if got := s.SetPending("ns/p-gpu", pod, alloc); got != dramodule.OK {
 		t.Errorf("pending on the generated claim again: %d", got)
 	}
-	if got := s.WriteAllocation("ns/p-gpu", pod, alloc); got != draOK {
+	if got := s.WriteAllocation("ns/p-gpu", pod, alloc); got != dramodule.OK {
 		t.Fatalf("write: %d", got)
 	}
 	claim := s.entries[objectID{"ResourceClaim", "ns/p-gpu"}].object
@@ -259,12 +261,12 @@ func TestHostModuleNeedsAPodAndPanicsOutsideMemory(t *testing.T) {
 	ctx := context.Background()
 	s := newStore()
 	s.Add(claimObject("a"))
-	h, err := newDraHost(ctx, s)
+	h, err := dramodule.New(ctx, s)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer h.Close(ctx)
-	if h.resolve(ctx) == ctx {
+	if h.Resolve(ctx) == ctx {
 		t.Error("resolve adds the resolver to the context")
 	}
 	m := fakeGuest(t, ctx)
@@ -275,14 +277,14 @@ func TestHostModuleNeedsAPodAndPanicsOutsideMemory(t *testing.T) {
 	mem.Write(16, alloc)
 	write := func(ctx context.Context, name string, stack []uint64) (result int32, panicked any) {
 		defer func() { panicked = recover() }()
-		fn := h.module.ExportedFunctionDefinitions()[name].GoFunction().(api.GoModuleFunction)
+		fn := h.Module().ExportedFunctionDefinitions()[name].GoFunction().(api.GoModuleFunction)
 		fn.Call(ctx, m, stack)
 		return api.DecodeI32(stack[0]), nil
 	}
-	if got, p := write(ctx, "allocation", []uint64{0, 4, 16, uint64(len(alloc))}); p != nil || got != draNoPod {
+	if got, p := write(ctx, "allocation", []uint64{0, 4, 16, uint64(len(alloc))}); p != nil || got != dramodule.NoPod {
 		t.Errorf("no pod: %d %v", got, p)
 	}
-	if got, p := write(withPod(ctx, testPod()), "pending_allocation", []uint64{0, 4, 16, uint64(len(alloc))}); p != nil || got != draOK {
+	if got, p := write(dramodule.WithPod(ctx, testPod()), "pending_allocation", []uint64{0, 4, 16, uint64(len(alloc))}); p != nil || got != dramodule.OK {
 		t.Errorf("with a pod: %d %v", got, p)
 	}
 	if _, p := write(ctx, "changes", []uint64{0, 1 << 30, 0, 10}); p == nil {

@@ -1,13 +1,14 @@
-package main
-
-// The sharing-affinity.dra/v1 host module on wazero, and the import resolver that lets the
-// unmodified KSWE plugin link a guest against it.
+// Package dramodule is the sharing-affinity.dra/v1 host module on wazero
+// (docs/kswe-dra-extension.md §2), and the import resolver that lets the unmodified KSWE plugin
+// link a guest against it. The objects behind the module come from a Backend: the harness's
+// recorded store is one.
 //
 // KSWE creates its own wazero runtime and instantiates only its own host modules. wazero (since
 // v1.8) reads an experimental.ImportResolver from the context of every module instantiation and
 // asks it first for each imported module name; KSWE passes the framework's context down to every
 // guest instantiation. So the module lives in a runtime of ours, and every context given to the
 // plugin carries the resolver.
+package dramodule
 
 import (
 	"context"
@@ -19,25 +20,46 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// draModule is the import module name the guest uses.
-const draModule = "sharing-affinity.dra/v1"
+// Name is the import module name the guest uses.
+const Name = "sharing-affinity.dra/v1"
+
+// Results of allocation and pending_allocation (docs/kswe-dra-extension.md §2.2).
+const (
+	OK       int32 = 0
+	NotFound int32 = 1
+	Invalid  int32 = 2
+	Conflict int32 = 3
+	NoPod    int32 = 4
+)
+
+// Backend holds the objects the module serves and takes the guest's writes. Its methods are
+// called from guest calls, possibly on several goroutines at once.
+type Backend interface {
+	// Changes returns the change-feed document after cursor (§2.1).
+	Changes(cursor string) []byte
+	// SetPending records a tentative allocation of claim (namespace/name) for pod (§2.2).
+	SetPending(claim string, pod *corev1.Pod, allocation []byte) int32
+	// WriteAllocation writes claim's status.allocation and reserves it for pod (§2.2).
+	WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32
+}
 
 type podKey struct{}
 
-// withPod marks a framework callback in progress for a pod. The module needs the current pod for
+// WithPod marks a framework callback in progress for a pod. The module needs the current pod for
 // its writes; KSWE keeps its own per-call stack under an unexported context key, so the caller of
 // the plugin adds the pod under this one.
-func withPod(ctx context.Context, pod *corev1.Pod) context.Context {
+func WithPod(ctx context.Context, pod *corev1.Pod) context.Context {
 	return context.WithValue(ctx, podKey{}, pod)
 }
 
-func currentPod(ctx context.Context) *corev1.Pod {
+// CurrentPod is the pod WithPod put in ctx, or nil.
+func CurrentPod(ctx context.Context) *corev1.Pod {
 	pod, _ := ctx.Value(podKey{}).(*corev1.Pod)
 	return pod
 }
 
-// draHost is the instantiated host module and the runtime that owns it.
-type draHost struct {
+// Host is the instantiated host module and the runtime that owns it.
+type Host struct {
 	runtime wazero.Runtime
 	module  api.Module
 }
@@ -46,13 +68,13 @@ type draHost struct {
 func read(m api.Module, fn, what string, ptr, length uint32) []byte {
 	b, ok := m.Memory().Read(ptr, length)
 	if !ok {
-		panic(fmt.Sprintf("%s.%s: out of memory reading %s", draModule, fn, what))
+		panic(fmt.Sprintf("%s.%s: out of memory reading %s", Name, fn, what))
 	}
 	return append([]byte(nil), b...)
 }
 
-// newDraHost instantiates the module over the store in a runtime of its own.
-func newDraHost(ctx context.Context, s *store) (*draHost, error) {
+// New instantiates the module over a backend in a runtime of its own.
+func New(ctx context.Context, s Backend) (*Host, error) {
 	r := wazero.NewRuntimeWithConfig(ctx, wazero.NewRuntimeConfig())
 	i32 := api.ValueTypeI32
 	params := []api.ValueType{i32, i32, i32, i32}
@@ -62,7 +84,7 @@ func newDraHost(ctx context.Context, s *store) (*draHost, error) {
 		buf, limit := api.DecodeU32(stack[2]), api.DecodeU32(stack[3])
 		doc := s.Changes(string(cursor))
 		if uint64(len(doc)) <= uint64(limit) && !m.Memory().Write(buf, doc) {
-			panic(draModule + ".changes: out of memory writing changes")
+			panic(Name + ".changes: out of memory writing changes")
 		}
 		stack[0] = api.EncodeU32(uint32(len(doc)))
 	}
@@ -70,8 +92,8 @@ func newDraHost(ctx context.Context, s *store) (*draHost, error) {
 		return func(ctx context.Context, m api.Module, stack []uint64) {
 			claim := read(m, name, "claim", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
 			alloc := read(m, name, "allocation", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
-			pod := currentPod(ctx)
-			result := draNoPod
+			pod := CurrentPod(ctx)
+			result := NoPod
 			switch {
 			case pod == nil:
 			case pending:
@@ -82,7 +104,7 @@ func newDraHost(ctx context.Context, s *store) (*draHost, error) {
 			stack[0] = api.EncodeI32(result)
 		}
 	}
-	b := r.NewHostModuleBuilder(draModule)
+	b := r.NewHostModuleBuilder(Name)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(changes), params, results).
 		WithParameterNames("cursor", "cursor_len", "buf", "buf_limit").Export("changes")
 	b.NewFunctionBuilder().WithGoModuleFunction(writer("allocation", false), params, results).
@@ -94,23 +116,29 @@ func newDraHost(ctx context.Context, s *store) (*draHost, error) {
 	compiled, err := b.Compile(ctx)
 	var module api.Module
 	if err == nil {
-		module, err = r.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithName(draModule))
+		module, err = r.InstantiateModule(ctx, compiled, wazero.NewModuleConfig().WithName(Name))
 	}
 	if err != nil {
-		_ = r.Close(ctx)
-		return nil, fmt.Errorf("instantiating %s: %w", draModule, err)
+		if cerr := r.Close(ctx); cerr != nil {
+			return nil, fmt.Errorf("instantiating %s: %w (closing its runtime: %v)", Name, err, cerr)
+		}
+		return nil, fmt.Errorf("instantiating %s: %w", Name, err)
 	}
-	return &draHost{runtime: r, module: module}, nil
+	return &Host{runtime: r, module: module}, nil
 }
 
-// resolve returns ctx with the import resolver that serves the module to every guest instance.
-func (h *draHost) resolve(ctx context.Context) context.Context {
+// Resolve returns ctx with the import resolver that serves the module to every guest instance.
+func (h *Host) Resolve(ctx context.Context) context.Context {
 	return experimental.WithImportResolver(ctx, func(name string) api.Module {
-		if name == draModule {
+		if name == Name {
 			return h.module
 		}
 		return nil
 	})
 }
 
-func (h *draHost) Close(ctx context.Context) error { return h.runtime.Close(ctx) }
+// Module is the instantiated host module.
+func (h *Host) Module() api.Module { return h.module }
+
+// Close closes the runtime that owns the module.
+func (h *Host) Close(ctx context.Context) error { return h.runtime.Close(ctx) }
