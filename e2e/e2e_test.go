@@ -1,0 +1,431 @@
+package e2e
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	resourcev1 "k8s.io/api/resource/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/util/retry"
+
+	"sharing-affinity/e2e/controlplane"
+	"sharing-affinity/e2e/dump"
+	"sharing-affinity/e2e/scenario"
+)
+
+// TestE2E runs the scenarios against each scheduler under test, each with a fresh control plane
+// (etcd, kube-apiserver, kube-controller-manager with the resource-claim controller).
+//
+//	SA_E2E=1                       required, else the test is skipped with a SKIPPED message
+//	SA_E2E_SCHEDULERS=a,b          subset of kube-scheduler,sharing-affinity-scheduler (default: all)
+//	SA_E2E_OUT=DIR                 where the cluster dumps go (default e2e/.out)
+//	SA_E2E_KEEP=1                  keep the control plane's temporary directory (logs, etcd data)
+func TestE2E(t *testing.T) {
+	if os.Getenv("SA_E2E") == "" {
+		t.Skip("SKIPPED: the e2e test starts a real control plane; set SA_E2E=1 (and run e2e/build.sh first)")
+	}
+	bin := controlplane.DefaultBinDir()
+	if m := controlplane.MissingBinaries(bin, "etcd", "kube-apiserver", "kube-controller-manager"); len(m) > 0 {
+		t.Skipf("SKIPPED: control-plane binaries not built, run e2e/build.sh: missing %v", m)
+	}
+	want := map[string]bool{}
+	for _, n := range strings.Split(os.Getenv("SA_E2E_SCHEDULERS"), ",") {
+		if n != "" {
+			want[n] = true
+		}
+	}
+	for _, s := range Schedulers(bin) {
+		if len(want) > 0 && !want[s.Name] {
+			continue
+		}
+		t.Run(s.Name, func(t *testing.T) {
+			if s.Missing != "" {
+				t.Skipf("SKIPPED: %s", s.Missing)
+			}
+			runScenarios(t, s)
+		})
+	}
+}
+
+type env struct {
+	t     *testing.T
+	ctx   context.Context
+	cp    *controlplane.ControlPlane
+	s     SchedulerUnderTest
+	sched *controlplane.Process
+}
+
+func runScenarios(t *testing.T, s SchedulerUnderTest) {
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	t.Cleanup(cancel)
+	cp, err := controlplane.Start(ctx, controlplane.Options{
+		Namespaces: []string{"shared", "capacity", "templates", "affinity", "restart"},
+		Logf:       t.Logf,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(cp.Stop)
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("control-plane logs:\n%s", cp.Logs())
+		}
+	})
+	t.Logf("kube-apiserver ready %s after start", cp.APIServerStartup.Round(time.Millisecond))
+	if _, err := cp.StartControllerManager(); err != nil {
+		t.Fatal(err)
+	}
+	e := &env{t: t, ctx: ctx, cp: cp, s: s}
+	e.startScheduler()
+	if _, err := cp.Client.ResourceV1().DeviceClasses().Create(ctx, scenario.NICDeviceClass(), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	ok := t.Run("shared-nic", e.sharedNIC) &&
+		t.Run("capacity-holds", e.capacityHolds) &&
+		t.Run("claim-templates", e.claimTemplates) &&
+		t.Run("affinity", e.affinity) &&
+		t.Run("scheduler-restart", e.restart)
+	e.dumpAndAudit(ok)
+}
+
+func (e *env) startScheduler() {
+	p, err := e.cp.StartScheduler(e.s.Spec())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	e.sched = p
+}
+
+// nodes creates n nodes labelled scenario=name, each with a pool of nics NICs of slots slots.
+func (e *env) nodes(t *testing.T, name string, n, nics int, slots int64) {
+	for i := 1; i <= n; i++ {
+		node := fmt.Sprintf("%s-n%d", name, i)
+		if err := scenario.CreateNode(e.ctx, e.cp.Client, scenario.NodeObject(node, map[string]string{"scenario": name})); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.cp.Client.ResourceV1().ResourceSlices().Create(e.ctx, scenario.NICSlice(node, nics, slots), metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// claimPod creates claim NAME (subnet, 1 slot) and pod NAME using it, on the scenario's nodes.
+func (e *env) claimPod(t *testing.T, ns, name, subnet string) {
+	if _, err := e.cp.Client.ResourceV1().ResourceClaims(ns).Create(e.ctx, scenario.Claim(ns, name, subnet, 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.pod(t, ns, name, name, "")
+}
+
+func (e *env) pod(t *testing.T, ns, name, claim, template string) {
+	p := scenario.Pod(ns, name, e.s.SchedulerName, claim, template)
+	p.Spec.NodeSelector = map[string]string{"scenario": ns}
+	if _, err := e.cp.Client.CoreV1().Pods(ns).Create(e.ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (e *env) waitBound(t *testing.T, ns string, names ...string) map[string]string {
+	if len(names) == 0 {
+		names = nil
+	}
+	bound, err := scenario.WaitBound(e.ctx, e.cp.Client, ns, names, 90*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return bound
+}
+
+// inspect reads the namespace's allocations and fails on a broken rule every scheduler keeps;
+// for a sharing-affinity scheduler also on a device shared across subnets.
+func (e *env) inspect(t *testing.T, ns string) *scenario.State {
+	st, err := scenario.Inspect(e.ctx, e.cp.Client, ns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range st.Problems {
+		t.Errorf("%s: %s", ns, p)
+	}
+	if v := st.AffinityViolations(); len(v) > 0 {
+		if e.s.SharingAffinity {
+			t.Errorf("%s: sharing affinity broken: %v", ns, v)
+		} else {
+			t.Logf("%s: baseline (%s keeps no affinity): %v", ns, e.s.Name, v)
+		}
+	}
+	t.Logf("%s: devices in use: %v", ns, st.UsedDevices())
+	return st
+}
+
+func (e *env) claim(t *testing.T, ns, name string) *resourcev1.ResourceClaim {
+	c, err := e.cp.Client.ResourceV1().ResourceClaims(ns).Get(e.ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
+}
+
+// sharedNIC: three claims of one slot on one 4-slot NIC: all allocated on it, distinct
+// shareIDs, consumedCapacity 1, reservedFor the pod.
+func (e *env) sharedNIC(t *testing.T) {
+	ns := "shared"
+	e.nodes(t, ns, 1, 1, 4)
+	for _, n := range []string{"p1", "p2", "p3"} {
+		e.claimPod(t, ns, n, "subnet-a")
+	}
+	e.waitBound(t, ns)
+	st := e.inspect(t, ns)
+	shareIDs := map[string]bool{}
+	for _, n := range []string{"p1", "p2", "p3"} {
+		c := e.claim(t, ns, n)
+		if c.Status.Allocation == nil {
+			t.Fatalf("claim %s not allocated", n)
+		}
+		r := c.Status.Allocation.Devices.Results[0]
+		if r.Device != "eth1" || r.ShareID == nil {
+			t.Errorf("claim %s: %+v, want eth1 with a shareID", n, r)
+		} else {
+			shareIDs[string(*r.ShareID)] = true
+		}
+		if q := r.ConsumedCapacity[scenario.Capacity]; q.Value() != 1 {
+			t.Errorf("claim %s consumed %s slots, want 1", n, q.String())
+		}
+		if len(c.Status.ReservedFor) != 1 || c.Status.ReservedFor[0].Name != n {
+			t.Errorf("claim %s reservedFor %+v, want pod %s", n, c.Status.ReservedFor, n)
+		}
+	}
+	if len(shareIDs) != 3 {
+		t.Errorf("shareIDs %v, want 3 distinct", shareIDs)
+	}
+	if u := st.Devices[scenario.Driver+"/shared-n1/eth1"]; u == nil || u.Used != 3 {
+		t.Errorf("eth1 use %+v, want 3 slots", u)
+	}
+}
+
+// capacityHolds: a 2-slot NIC takes two claims; the third pod stays unschedulable.
+func (e *env) capacityHolds(t *testing.T) {
+	ns := "capacity"
+	e.nodes(t, ns, 1, 1, 2)
+	e.claimPod(t, ns, "p1", "subnet-a")
+	e.claimPod(t, ns, "p2", "subnet-a")
+	e.waitBound(t, ns, "p1", "p2")
+	e.claimPod(t, ns, "p3", "subnet-a")
+	msg, err := scenario.WaitUnschedulable(e.ctx, e.cp.Client, ns, "p3", 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("p3 unschedulable: %s", msg)
+	st := e.inspect(t, ns)
+	if len(st.Pending) != 1 || st.Pending[0] != "p3" {
+		t.Errorf("pending claims %v, want [p3]", st.Pending)
+	}
+}
+
+// claimTemplates: pods with a ResourceClaimTemplate; the resource-claim controller creates their
+// claims, the scheduler allocates them on one shared NIC.
+func (e *env) claimTemplates(t *testing.T) {
+	ns := "templates"
+	e.nodes(t, ns, 1, 1, 8)
+	if _, err := e.cp.Client.ResourceV1().ResourceClaimTemplates(ns).Create(e.ctx, scenario.ClaimTemplate(ns, "nic-a", "subnet-a", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 1; i <= 4; i++ {
+		e.pod(t, ns, fmt.Sprintf("p%d", i), "", "nic-a")
+	}
+	e.waitBound(t, ns)
+	st := e.inspect(t, ns)
+	if len(st.Allocated) != 4 || len(st.Pending) != 0 {
+		t.Errorf("allocated %v pending %v, want 4 generated claims allocated", st.Allocated, st.Pending)
+	}
+	pods, err := e.cp.Client.CoreV1().Pods(ns).List(e.ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range pods.Items {
+		if len(p.Status.ResourceClaimStatuses) != 1 || p.Status.ResourceClaimStatuses[0].ResourceClaimName == nil {
+			t.Errorf("pod %s: resourceClaimStatuses %+v", p.Name, p.Status.ResourceClaimStatuses)
+		}
+	}
+}
+
+// affinity: two 4-slot NICs, claims of subnets a and b, then c. A sharing-affinity scheduler puts
+// a and b on different NICs and leaves c unschedulable until b's pods are deleted and their claims
+// deallocated; c then takes the NIC b held. The in-tree scheduler packs by capacity only (logged
+// as the baseline).
+func (e *env) affinity(t *testing.T) {
+	ns := "affinity"
+	e.nodes(t, ns, 1, 2, 4)
+	for _, n := range []string{"a1", "b1", "a2", "b2"} {
+		e.claimPod(t, ns, n, "subnet-"+n[:1])
+		e.waitBound(t, ns, n)
+	}
+	st := e.inspect(t, ns)
+	if e.s.SharingAffinity && st.Allocated["a1"] == st.Allocated["b1"] {
+		t.Errorf("a1 and b1 share %s", st.Allocated["a1"])
+	}
+	if e.s.SharingAffinity && (st.Allocated["a1"] != st.Allocated["a2"] || st.Allocated["b1"] != st.Allocated["b2"]) {
+		t.Errorf("equal subnets do not share a NIC: %v", st.Allocated)
+	}
+	e.claimPod(t, ns, "c1", "subnet-c")
+	if !e.s.SharingAffinity {
+		e.waitBound(t, ns, "c1")
+		e.inspect(t, ns)
+		return
+	}
+	msg, err := scenario.WaitUnschedulable(e.ctx, e.cp.Client, ns, "c1", 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("c1 unschedulable while both NICs are locked: %s", msg)
+	bNIC := st.Allocated["b1"]
+	for _, n := range []string{"b1", "b2"} {
+		e.release(t, ns, n)
+	}
+	e.waitBound(t, ns, "c1")
+	st = e.inspect(t, ns)
+	if st.Allocated["c1"] != bNIC {
+		t.Errorf("c1 on %s, want %s (freed by b1, b2)", st.Allocated["c1"], bNIC)
+	}
+}
+
+// release deletes pod NAME and deallocates and deletes its claim NAME, as the kubelet and the
+// resource-claim controller of a real cluster would.
+func (e *env) release(t *testing.T, ns, name string) {
+	c := e.cp.Client
+	if err := c.CoreV1().Pods(ns).Delete(e.ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		cl, err := c.ResourceV1().ResourceClaims(ns).Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if cl.Status.Allocation != nil || len(cl.Status.ReservedFor) > 0 {
+			cl.Status.Allocation, cl.Status.ReservedFor = nil, nil
+			if cl, err = c.ResourceV1().ResourceClaims(ns).UpdateStatus(e.ctx, cl, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		if len(cl.Finalizers) > 0 {
+			cl.Finalizers = nil
+			if _, err = c.ResourceV1().ResourceClaims(ns).Update(e.ctx, cl, metav1.UpdateOptions{}); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("deallocate claim %s: %v", name, err)
+	}
+	if err := c.ResourceV1().ResourceClaims(ns).Delete(e.ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// restart: 2 nodes x 2 NICs x 4 slots; 6 pods of subnets x, y, z are bound, the scheduler is
+// killed, 6 more are created, the scheduler restarts: it rebuilds locks and capacity from the
+// allocated claims, so nothing is double-booked (and, with sharing affinity, each subnet fills
+// one NIC).
+func (e *env) restart(t *testing.T) {
+	ns := "restart"
+	e.nodes(t, ns, 2, 2, 4)
+	subnets := []string{"x", "y", "z"}
+	var first, second []string
+	for i := 0; i < 6; i++ {
+		n := fmt.Sprintf("%s%d", subnets[i%3], i/3+1)
+		e.claimPod(t, ns, n, "subnet-"+n[:1])
+		first = append(first, n)
+	}
+	e.waitBound(t, ns, first...)
+	e.inspect(t, ns)
+	e.sched.Kill()
+	t.Logf("%s killed", e.s.Name)
+	for i := 6; i < 12; i++ {
+		n := fmt.Sprintf("%s%d", subnets[i%3], i/3+1)
+		e.claimPod(t, ns, n, "subnet-"+n[:1])
+		second = append(second, n)
+	}
+	time.Sleep(time.Second)
+	e.startScheduler()
+	e.waitBound(t, ns, append(first, second...)...)
+	st := e.inspect(t, ns)
+	if e.s.SharingAffinity {
+		nics := map[string]string{}
+		for cl, dev := range st.Allocated {
+			if prev, ok := nics[cl[:1]]; ok && prev != dev {
+				t.Logf("subnet %s on two NICs (%s, %s): allowed, but the packing score should keep it on one", cl[:1], prev, dev)
+			}
+			nics[cl[:1]] = dev
+		}
+	}
+}
+
+// dumpAndAudit writes the cluster as a List (SA_E2E_OUT, default e2e/.out/SCHEDULER.json) and
+// runs `sharing-affinity audit --config` on it when the CLI is built (target/release or
+// SA_AUDIT_BIN): exit 3 (a rule broken) fails a sharing-affinity scheduler; for the in-tree
+// baseline it is logged.
+func (e *env) dumpAndAudit(scenariosPassed bool) {
+	t := e.t
+	out := os.Getenv("SA_E2E_OUT")
+	if out == "" {
+		out = filepath.Join(RepoRoot(), "e2e", ".out")
+	}
+	if err := os.MkdirAll(out, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(out, e.s.Name+".json")
+	if err := dump.Write(e.ctx, e.cp.Client, file); err != nil {
+		t.Fatal(err)
+	}
+	cfg := filepath.Join(out, "audit-config.json")
+	if err := os.WriteFile(cfg, []byte(AuditConfig), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("cluster dump: %s (audit: sharing-affinity audit %s --config %s)", file, file, cfg)
+	cli := os.Getenv("SA_AUDIT_BIN")
+	if cli == "" {
+		cli = filepath.Join(RepoRoot(), "target", "release", "sharing-affinity")
+	}
+	if _, err := os.Stat(cli); err != nil {
+		t.Logf("audit not run: %s not built (cargo build --release -p sharing-affinity-host)", cli)
+		return
+	}
+	audit := func(args ...string) int {
+		outb, err := exec.Command(cli, append([]string{"audit", file}, args...)...).CombinedOutput()
+		code := 0
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			code = ee.ExitCode()
+		} else if err != nil {
+			t.Fatal(err)
+		}
+		t.Logf("sharing-affinity audit %s %s: exit %d\n%s", file, strings.Join(args, " "), code, strings.TrimSpace(string(outb)))
+		return code
+	}
+	if !scenariosPassed {
+		audit("--config", cfg)
+		return
+	}
+	// Without extractors the audit checks what every scheduler keeps (capacity, request
+	// policies, selectors...): it must pass for both.
+	if code := audit(); code != 0 {
+		t.Errorf("audit without extractors exited %d, want 0", code)
+	}
+	// With the subnet extractor: a sharing-affinity scheduler must pass; the in-tree baseline
+	// shared NICs across subnets in the affinity and restart scenarios, which the audit must see.
+	code := audit("--config", cfg)
+	if e.s.SharingAffinity && code != 0 {
+		t.Errorf("audit with the subnet extractor exited %d, want 0", code)
+	}
+	if !e.s.SharingAffinity && code != 3 {
+		t.Errorf("audit of the in-tree baseline with the subnet extractor exited %d, want 3 (lock violations)", code)
+	}
+}

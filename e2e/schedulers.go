@@ -1,0 +1,107 @@
+// Package e2e runs the sharing-affinity end-to-end test and benchmark against a real control
+// plane (package controlplane). See README.md.
+package e2e
+
+import (
+	"os"
+	"path/filepath"
+	"runtime"
+
+	"sharing-affinity/e2e/controlplane"
+)
+
+// SchedulerUnderTest is a scheduler binary and how to run it.
+type SchedulerUnderTest struct {
+	// Name names the subtest and the log file.
+	Name string
+	// Binary, Config (KubeSchedulerConfiguration, {{KUBECONFIG}} replaced) and Args.
+	Binary string
+	Config string
+	Args   []string
+	// SchedulerName is the profile's schedulerName, which the test pods ask for.
+	SchedulerName string
+	// SharingAffinity: the scheduler keeps the sharing-affinity rule (equal subnets share a
+	// NIC, unequal never do); the in-tree scheduler does not know it.
+	SharingAffinity bool
+	// Missing explains why the scheduler cannot run (binary or configuration not found).
+	Missing string
+}
+
+// Spec is the controlplane form.
+func (s SchedulerUnderTest) Spec() controlplane.Scheduler {
+	return controlplane.Scheduler{Name: s.Name, Binary: s.Binary, Config: s.Config, Args: s.Args}
+}
+
+// RepoRoot is the repository's root (the parent of e2e/).
+func RepoRoot() string {
+	_, file, _, _ := runtime.Caller(0)
+	return filepath.Dir(filepath.Dir(file))
+}
+
+// InTreeScheduler is kube-scheduler v1.37.2 from e2e/.bin.
+func InTreeScheduler(binDir string) SchedulerUnderTest {
+	s := SchedulerUnderTest{
+		Name:          "kube-scheduler",
+		Binary:        filepath.Join(binDir, "kube-scheduler"),
+		Config:        controlplane.DefaultSchedulerConfig,
+		Args:          []string{"--feature-gates=" + controlplane.FeatureGates, "-v=2"},
+		SchedulerName: "default-scheduler",
+	}
+	if _, err := os.Stat(s.Binary); err != nil {
+		s.Missing = s.Binary + " not built (run e2e/build.sh)"
+	}
+	return s
+}
+
+// AuditConfig is the sharing-affinity plugin configuration with the subnet extractor of the
+// test's NICs, for `sharing-affinity audit --config` (the API server drops
+// ResourceSlice.spec.sharingAffinity, so extractors come from configuration).
+const AuditConfig = `{"sharingAffinity": [{"driver": "net.example.com",
+  "selector": {"cel": {"expression": "device.attributes[\"net.example.com\"].type == \"nic\""}},
+  "cel": {"subnet": "object.apiVersion == \"net.example.com/v1\" && object.kind == \"NICConfig\" ? object.subnet : \"\""}}]}
+`
+
+// Schedulers are the schedulers under test: the in-tree baseline and sharing-affinity-scheduler.
+func Schedulers(binDir string) []SchedulerUnderTest {
+	return []SchedulerUnderTest{InTreeScheduler(binDir), SharingAffinityScheduler()}
+}
+
+// SharingAffinityScheduler is sharing-affinity-scheduler (scheduler/, kube-scheduler v1.33.4 with
+// the KSWE plugin running our guest) with its configuration from deploy/.
+//
+//	SA_SCHEDULER_BIN      the binary (default: the first of scheduler/sharing-affinity-scheduler,
+//	                      scheduler/bin/sharing-affinity-scheduler that exists)
+//	SA_SCHEDULER_CONFIG   its KubeSchedulerConfiguration ({{KUBECONFIG}} is replaced)
+//	SA_SCHEDULER_NAME     the profile's schedulerName (default sharing-affinity-scheduler)
+func SharingAffinityScheduler() SchedulerUnderTest {
+	root := RepoRoot()
+	s := SchedulerUnderTest{Name: "sharing-affinity-scheduler", SharingAffinity: true, SchedulerName: "sharing-affinity-scheduler"}
+	if n := os.Getenv("SA_SCHEDULER_NAME"); n != "" {
+		s.SchedulerName = n
+	}
+	s.Binary = os.Getenv("SA_SCHEDULER_BIN")
+	if s.Binary == "" {
+		for _, c := range []string{"scheduler/sharing-affinity-scheduler", "scheduler/bin/sharing-affinity-scheduler"} {
+			if _, err := os.Stat(filepath.Join(root, c)); err == nil {
+				s.Binary = filepath.Join(root, c)
+				break
+			}
+		}
+	}
+	if s.Binary == "" {
+		s.Missing = "sharing-affinity-scheduler not built (set SA_SCHEDULER_BIN)"
+		return s
+	}
+	cfgPath := os.Getenv("SA_SCHEDULER_CONFIG")
+	if cfgPath == "" {
+		s.Missing = "no configuration for sharing-affinity-scheduler (set SA_SCHEDULER_CONFIG)"
+		return s
+	}
+	data, err := os.ReadFile(cfgPath)
+	if err != nil {
+		s.Missing = err.Error()
+		return s
+	}
+	s.Config = string(data)
+	return s
+}
