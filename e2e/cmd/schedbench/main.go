@@ -1,0 +1,468 @@
+// Command schedbench measures scheduling throughput on a real control plane (etcd,
+// kube-apiserver, kube-controller-manager's resource-claim controller, the scheduler under test),
+// shaped like upstream scheduler_perf's SchedulingWithResourceClaimTemplate
+// (test/integration/scheduler_perf/dra/performance-config.yaml, workload 5000pods_500nodes) and
+// its ConsumableCapacity variant:
+//
+//  1. N fake nodes (no kubelet; Ready, not-ready taint cleared), one ResourceSlice per node, one
+//     DeviceClass, a ResourceClaimTemplate per namespace;
+//  2. init pods (namespace init) with a claim from the template, scheduled by the scheduler
+//     under test and not measured;
+//  3. measured pods (namespace test), created at once while a collector counts pods that get a
+//     node, sampling every second as scheduler_perf's throughputCollector does (the first sample
+//     is skipped, intervals without progress are merged into the next), giving pods/s
+//     Average/Perc50/Perc90/Perc95/Perc99.
+//
+// Device kinds (--devices):
+//
+//	plain     10 dedicated devices per node (as resourceslice-basic-devices.yaml), one per claim
+//	capacity  NICs with allowMultipleAllocations and consumable "slots"; claims take one slot,
+//	          without affinity parameters
+//	affinity  the same NICs; each claim carries NICConfig{subnet: subnet-(i mod --subnets)}
+//
+// Modes: --mode quick (10 nodes, 50 init + 50 measured pods), --mode full (500 nodes, 2500 +
+// 2500, as 5000pods_500nodes). --nodes/--init/--measure override.
+//
+//	go run ./cmd/schedbench --scheduler kube-scheduler --devices plain --mode quick
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"math"
+	"os"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	resourcev1 "k8s.io/api/resource/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"sharing-affinity/e2e"
+	"sharing-affinity/e2e/controlplane"
+	"sharing-affinity/e2e/dump"
+	"sharing-affinity/e2e/scenario"
+)
+
+type options struct {
+	scheduler, devices, mode, out, dumpFile string
+	nodes, init, measure                    int
+	nics, slots, subnets, workers           int
+	timeout                                 time.Duration
+}
+
+// Result is one run, printed as JSON and appended to --out.
+type Result struct {
+	Scheduler       string             `json:"scheduler"`
+	Devices         string             `json:"devices"`
+	Nodes           int                `json:"nodes"`
+	InitPods        int                `json:"initPods"`
+	MeasurePods     int                `json:"measurePods"`
+	Bound           int                `json:"bound"`
+	InitSeconds     float64            `json:"initSeconds"`
+	MeasureSeconds  float64            `json:"measureSeconds"`
+	OverallPodsPerS float64            `json:"overallPodsPerSecond"`
+	Throughput      map[string]float64 `json:"schedulingThroughput"`
+	Samples         int                `json:"samples"`
+	APIServerStart  float64            `json:"apiserverStartSeconds"`
+	Started         string             `json:"started"`
+	Note            string             `json:"note,omitempty"`
+}
+
+func main() {
+	var o options
+	flag.StringVar(&o.scheduler, "scheduler", "kube-scheduler", "kube-scheduler (in-tree v1.37.2 from e2e/.bin) or sharing-affinity-scheduler (SA_SCHEDULER_BIN, SA_SCHEDULER_CONFIG)")
+	flag.StringVar(&o.devices, "devices", "plain", "plain | capacity | affinity")
+	flag.StringVar(&o.mode, "mode", "quick", "quick (10 nodes, 50+50 pods) | full (500 nodes, 2500+2500 pods)")
+	flag.IntVar(&o.nodes, "nodes", 0, "nodes (overrides --mode)")
+	flag.IntVar(&o.init, "init", -1, "init pods (overrides --mode)")
+	flag.IntVar(&o.measure, "measure", 0, "measured pods (overrides --mode)")
+	flag.IntVar(&o.nics, "nics", 2, "NICs per node (capacity, affinity)")
+	flag.IntVar(&o.slots, "slots", 5, "slots per NIC (capacity, affinity)")
+	flag.IntVar(&o.subnets, "subnets", 10, "distinct subnets (affinity)")
+	flag.IntVar(&o.workers, "workers", 16, "concurrent object creations")
+	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long each phase (init, measured) may take")
+	flag.StringVar(&o.out, "out", "", "append the result as a JSON line to this file")
+	flag.StringVar(&o.dumpFile, "dump", "", "write the cluster as a List (for sharing-affinity audit) to this file at the end")
+	flag.Parse()
+	switch o.mode {
+	case "quick":
+		o.nodes, o.init, o.measure = or(o.nodes, 10), orNeg(o.init, 50), or(o.measure, 50)
+	case "full":
+		o.nodes, o.init, o.measure = or(o.nodes, 500), orNeg(o.init, 2500), or(o.measure, 2500)
+	default:
+		fail("unknown --mode %q", o.mode)
+	}
+	if err := run(o); err != nil {
+		fail("%v", err)
+	}
+}
+
+func or(v, d int) int {
+	if v > 0 {
+		return v
+	}
+	return d
+}
+
+func orNeg(v, d int) int {
+	if v >= 0 {
+		return v
+	}
+	return d
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "schedbench: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func logf(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "%s "+format+"\n", append([]any{time.Now().Format("15:04:05.000")}, args...)...)
+}
+
+func run(o options) (err error) {
+	bin := controlplane.DefaultBinDir()
+	var s e2e.SchedulerUnderTest
+	switch o.scheduler {
+	case "kube-scheduler":
+		s = e2e.InTreeScheduler(bin)
+		s.Args = []string{"--feature-gates=" + controlplane.FeatureGates} // -v=0: logging costs throughput
+	case "sharing-affinity-scheduler":
+		s = e2e.SharingAffinityScheduler()
+	default:
+		return fmt.Errorf("unknown --scheduler %q", o.scheduler)
+	}
+	if s.Missing != "" {
+		return fmt.Errorf("%s", s.Missing)
+	}
+	ctx := context.Background()
+	cp, err := controlplane.Start(ctx, controlplane.Options{Namespaces: []string{"init", "test"}, Logf: logf})
+	if err != nil {
+		return err
+	}
+	defer cp.Stop()
+	defer func() {
+		if err != nil {
+			fmt.Fprintln(os.Stderr, cp.Logs())
+		}
+	}()
+	if _, err = cp.StartControllerManager(); err != nil {
+		return err
+	}
+	if _, err = cp.StartScheduler(s.Spec()); err != nil {
+		return err
+	}
+	c := cp.Client
+	res := Result{Scheduler: s.Name, Devices: o.devices, Nodes: o.nodes, InitPods: o.init, MeasurePods: o.measure,
+		APIServerStart: cp.APIServerStartup.Seconds(), Started: time.Now().UTC().Format(time.RFC3339)}
+
+	// Cluster: nodes, slices, class, templates.
+	t0 := time.Now()
+	if err = parallel(o.nodes, o.workers, func(i int) error {
+		name := fmt.Sprintf("scheduler-perf-dra-%d", i)
+		if err := scenario.CreateNode(ctx, c, scenario.NodeObject(name, map[string]string{"node-with-dra": "true"})); err != nil {
+			return err
+		}
+		_, err := c.ResourceV1().ResourceSlices().Create(ctx, slice(o, name), metav1.CreateOptions{})
+		return err
+	}); err != nil {
+		return err
+	}
+	if _, err = c.ResourceV1().DeviceClasses().Create(ctx, class(o), metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for _, ns := range []string{"init", "test"} {
+		if o.devices == "affinity" {
+			for k := 0; k < o.subnets; k++ {
+				if _, err = c.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, template(o, ns, fmt.Sprintf("test-claim-template-%d", k), k), metav1.CreateOptions{}); err != nil {
+					return err
+				}
+			}
+		} else if _, err = c.ResourceV1().ResourceClaimTemplates(ns).Create(ctx, template(o, ns, "test-claim-template", 0), metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	logf("created %d nodes with slices in %s", o.nodes, time.Since(t0).Round(time.Millisecond))
+
+	// Init pods: scheduled, not measured.
+	t1 := time.Now()
+	if err = createPods(ctx, o, cp, s, "init", o.init); err != nil {
+		return err
+	}
+	if _, err = scenario.WaitBound(ctx, c, "init", nil, o.timeout); err != nil {
+		return fmt.Errorf("init pods: %w", err)
+	}
+	res.InitSeconds = time.Since(t1).Seconds()
+	logf("%d init pods bound in %s", o.init, time.Since(t1).Round(time.Millisecond))
+
+	// Measured pods.
+	tc := newCollector(c, "test")
+	stop := make(chan struct{})
+	tc.start(stop)
+	t2 := time.Now()
+	if err = createPods(ctx, o, cp, s, "test", o.measure); err != nil {
+		return err
+	}
+	logf("%d measured pods created in %s", o.measure, time.Since(t2).Round(time.Millisecond))
+	deadline := time.Now().Add(o.timeout)
+	for tc.scheduled.Load() < int64(o.measure) && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	end := tc.lastBind()
+	close(stop)
+	res.Bound = int(tc.scheduled.Load())
+	res.MeasureSeconds = end.Sub(t2).Seconds()
+	if res.MeasureSeconds > 0 {
+		res.OverallPodsPerS = float64(res.Bound) / res.MeasureSeconds
+	}
+	res.Throughput, res.Samples = tc.summary()
+	if res.Bound < o.measure {
+		res.Note = fmt.Sprintf("%d of %d measured pods not bound after %s", o.measure-res.Bound, o.measure, o.timeout)
+	}
+	if o.dumpFile != "" {
+		if err := dump.Write(ctx, c, o.dumpFile); err != nil {
+			logf("dump: %v", err)
+		} else {
+			logf("cluster written to %s", o.dumpFile)
+		}
+	}
+	line, _ := json.Marshal(res)
+	fmt.Println(string(line))
+	if o.out != "" {
+		f, err := os.OpenFile(o.out, os.O_APPEND|os.O_CREATE|os.O_WRONLY, 0o644)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		fmt.Fprintln(f, string(line))
+	}
+	if res.Bound < o.measure {
+		_, werr := scenario.WaitBound(ctx, c, "test", nil, time.Second)
+		return fmt.Errorf("%s: %v", res.Note, werr)
+	}
+	return nil
+}
+
+// parallel runs f(0..n-1) on workers goroutines; the first error wins.
+func parallel(n, workers int, f func(int) error) error {
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	var first error
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= n {
+					return
+				}
+				if err := f(i); err != nil {
+					mu.Lock()
+					if first == nil {
+						first = err
+					}
+					mu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	return first
+}
+
+const driver = "test-driver.cdi.k8s.io"
+
+func slice(o options, node string) *resourcev1.ResourceSlice {
+	if o.devices == "plain" {
+		// As resourceslice-basic-devices.yaml: 10 devices, 2 PCI roots.
+		devs := make([]resourcev1.Device, 10)
+		for i := range devs {
+			devs[i] = resourcev1.Device{
+				Name: fmt.Sprintf("basic-device-%d", i),
+				Attributes: map[resourcev1.QualifiedName]resourcev1.DeviceAttribute{
+					"driver":                          {StringValue: ptr.To("xe")},
+					"driverVersion":                   {VersionValue: ptr.To("1.2.3")},
+					"resource.k8s.io/pciRoot":         {StringValue: ptr.To(fmt.Sprint(i % 2))},
+					"family":                          {StringValue: ptr.To("Arc Pro B-Series")},
+					"health":                          {StringValue: ptr.To("Healthy")},
+					"model":                           {StringValue: ptr.To("B60")},
+					"pciAddress":                      {StringValue: ptr.To(fmt.Sprintf("0000:0%d:00.0", i))},
+					"pciId":                           {StringValue: ptr.To("0xe211")},
+					"pciRoot":                         {StringValue: ptr.To(fmt.Sprintf("0%d", i%2))},
+					"resource.kubernetes.io/pciBusID": {StringValue: ptr.To(fmt.Sprintf("0000:0%d:00.0", i))},
+					"resource.kubernetes.io/pciRoot":  {StringValue: ptr.To(fmt.Sprintf("pci0000:0%d", i%2))},
+					"sriov":                           {BoolValue: ptr.To(true)},
+					"type":                            {StringValue: ptr.To("gpu")},
+				},
+				Capacity: map[resourcev1.QualifiedName]resourcev1.DeviceCapacity{
+					"memory":     {Value: resource.MustParse("24480Mi")},
+					"millicores": {Value: resource.MustParse("1k")},
+				},
+			}
+		}
+		return &resourcev1.ResourceSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "resourceslice-" + strings.TrimPrefix(node, "scheduler-perf-dra-")},
+			Spec: resourcev1.ResourceSliceSpec{Driver: driver, NodeName: ptr.To(node),
+				Pool: resourcev1.ResourcePool{Name: node, Generation: 1, ResourceSliceCount: 1}, Devices: devs},
+		}
+	}
+	s := scenario.NICSlice(node, o.nics, int64(o.slots))
+	s.Spec.Driver = scenario.Driver
+	return s
+}
+
+func class(o options) *resourcev1.DeviceClass {
+	if o.devices == "plain" {
+		return &resourcev1.DeviceClass{
+			ObjectMeta: metav1.ObjectMeta{Name: "test-class"},
+			Spec: resourcev1.DeviceClassSpec{Selectors: []resourcev1.DeviceSelector{{CEL: &resourcev1.CELDeviceSelector{
+				Expression: fmt.Sprintf("device.driver == %q", driver)}}}},
+		}
+	}
+	return scenario.NICDeviceClass()
+}
+
+func template(o options, ns, name string, subnet int) *resourcev1.ResourceClaimTemplate {
+	switch o.devices {
+	case "plain":
+		return &resourcev1.ResourceClaimTemplate{
+			ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+			Spec: resourcev1.ResourceClaimTemplateSpec{Spec: resourcev1.ResourceClaimSpec{Devices: resourcev1.DeviceClaim{
+				Requests: []resourcev1.DeviceRequest{{Name: "req-0", Exactly: &resourcev1.ExactDeviceRequest{DeviceClassName: "test-class"}}},
+			}}},
+		}
+	case "capacity":
+		t := scenario.ClaimTemplate(ns, name, "", 1)
+		t.Spec.Spec.Devices.Config = nil
+		return t
+	default:
+		return scenario.ClaimTemplate(ns, name, fmt.Sprintf("subnet-%d", subnet), 1)
+	}
+}
+
+func createPods(ctx context.Context, o options, cp *controlplane.ControlPlane, s e2e.SchedulerUnderTest, ns string, n int) error {
+	return parallel(n, o.workers, func(i int) error {
+		tmpl := "test-claim-template"
+		if o.devices == "affinity" {
+			tmpl = fmt.Sprintf("test-claim-template-%d", i%o.subnets)
+		}
+		p := scenario.Pod(ns, fmt.Sprintf("test-dra-%05d", i), s.SchedulerName, "", tmpl)
+		p.Spec.ResourceClaims[0].Name = "resource"
+		p.Spec.Containers[0].Resources.Claims[0].Name = "resource"
+		_, err := cp.Client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{})
+		return err
+	})
+}
+
+// collector is scheduler_perf's throughputCollector over an informer of the namespace's pods.
+type collector struct {
+	factory   informers.SharedInformerFactory
+	scheduled atomic.Int64
+	mu        sync.Mutex
+	last      time.Time
+	samples   []float64
+}
+
+func newCollector(c kubernetes.Interface, ns string) *collector {
+	tc := &collector{factory: informers.NewSharedInformerFactoryWithOptions(c, 0, informers.WithNamespace(ns))}
+	onChange := func(oldObj, newObj any) {
+		newPod, ok := newObj.(*corev1.Pod)
+		if !ok {
+			return
+		}
+		oldPod, _ := oldObj.(*corev1.Pod)
+		if (oldPod == nil || oldPod.Spec.NodeName == "") && newPod.Spec.NodeName != "" {
+			tc.scheduled.Add(1)
+			tc.mu.Lock()
+			tc.last = time.Now()
+			tc.mu.Unlock()
+		}
+	}
+	_, _ = tc.factory.Core().V1().Pods().Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { onChange(nil, obj) },
+		UpdateFunc: onChange,
+	})
+	return tc
+}
+
+func (tc *collector) start(stop chan struct{}) {
+	tc.factory.Start(stop)
+	tc.factory.WaitForCacheSync(stop)
+	go func() {
+		ticker := time.NewTicker(time.Second)
+		defer ticker.Stop()
+		started := false
+		skipped := 0
+		var lastCount int64
+		var lastTime time.Time
+		for {
+			select {
+			case <-stop:
+				return
+			case now := <-ticker.C:
+				n := tc.scheduled.Load()
+				if n == 0 {
+					continue
+				}
+				if !started {
+					started, lastCount, lastTime = true, n, now
+					continue
+				}
+				if n == lastCount {
+					skipped++
+					continue
+				}
+				rate := float64(n-lastCount) / now.Sub(lastTime).Seconds()
+				tc.mu.Lock()
+				for i := 0; i <= skipped; i++ {
+					tc.samples = append(tc.samples, rate)
+				}
+				tc.mu.Unlock()
+				logf("%d pods have been scheduled successfully (%.1f pods/s)", n, rate)
+				lastCount, lastTime, skipped = n, now, 0
+			}
+		}
+	}()
+}
+
+func (tc *collector) lastBind() time.Time {
+	tc.mu.Lock()
+	defer tc.mu.Unlock()
+	if tc.last.IsZero() {
+		return time.Now()
+	}
+	return tc.last
+}
+
+// summary is scheduler_perf's SchedulingThroughput: Average and percentiles of the samples.
+func (tc *collector) summary() (map[string]float64, int) {
+	tc.mu.Lock()
+	s := append([]float64(nil), tc.samples...)
+	tc.mu.Unlock()
+	if len(s) == 0 {
+		return nil, 0
+	}
+	sort.Float64s(s)
+	sum := 0.0
+	for _, v := range s {
+		sum += v
+	}
+	perc := func(p int) float64 { return round(s[int(math.Ceil(float64(len(s)*p)/100))-1]) }
+	return map[string]float64{"Average": round(sum / float64(len(s))), "Perc50": perc(50), "Perc90": perc(90), "Perc95": perc(95), "Perc99": perc(99)}, len(s)
+}
+
+func round(v float64) float64 { return math.Round(v*100) / 100 }
