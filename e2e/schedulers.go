@@ -3,9 +3,12 @@
 package e2e
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"runtime"
+
+	"sigs.k8s.io/yaml"
 
 	"sharing-affinity/e2e/controlplane"
 )
@@ -72,7 +75,7 @@ func Schedulers(binDir string) []SchedulerUnderTest {
 //	SA_SCHEDULER_BIN      the binary (default: the first of scheduler/sharing-affinity-scheduler,
 //	                      scheduler/bin/sharing-affinity-scheduler that exists)
 //	SA_SCHEDULER_CONFIG   its KubeSchedulerConfiguration ({{KUBECONFIG}} is replaced)
-//	SA_SCHEDULER_NAME     the profile's schedulerName (default sharing-affinity-scheduler)
+//	SA_SCHEDULER_NAME     the schedulerName of the test pods (default: the first profile's)
 func SharingAffinityScheduler() SchedulerUnderTest {
 	root := RepoRoot()
 	s := SchedulerUnderTest{Name: "sharing-affinity-scheduler", SharingAffinity: true, SchedulerName: "sharing-affinity-scheduler"}
@@ -102,6 +105,47 @@ func SharingAffinityScheduler() SchedulerUnderTest {
 		s.Missing = err.Error()
 		return s
 	}
-	s.Config = string(data)
+	cfg, name, err := AdaptSchedulerConfig(data)
+	if err != nil {
+		s.Missing = fmt.Sprintf("%s: %v", cfgPath, err)
+		return s
+	}
+	s.Config = cfg
+	if os.Getenv("SA_SCHEDULER_NAME") == "" {
+		if name == "" {
+			name = "default-scheduler"
+		}
+		s.SchedulerName = name
+	}
 	return s
+}
+
+// AdaptSchedulerConfig makes a deployment's KubeSchedulerConfiguration run against the test's
+// control plane: clientConnection.kubeconfig becomes {{KUBECONFIG}}, leader election is off, the
+// client is not throttled. It returns the first profile's schedulerName.
+func AdaptSchedulerConfig(data []byte) (string, string, error) {
+	var cfg map[string]any
+	if err := yaml.Unmarshal(data, &cfg); err != nil {
+		return "", "", err
+	}
+	cc, _ := cfg["clientConnection"].(map[string]any)
+	if cc == nil {
+		cc = map[string]any{}
+	}
+	cc["kubeconfig"], cc["qps"], cc["burst"] = "{{KUBECONFIG}}", 5000, 5000
+	cfg["clientConnection"] = cc
+	le, _ := cfg["leaderElection"].(map[string]any)
+	if le == nil {
+		le = map[string]any{}
+	}
+	le["leaderElect"] = false
+	cfg["leaderElection"] = le
+	name := ""
+	if profiles, ok := cfg["profiles"].([]any); ok && len(profiles) > 0 {
+		if p, ok := profiles[0].(map[string]any); ok {
+			name, _ = p["schedulerName"].(string)
+		}
+	}
+	out, err := yaml.Marshal(cfg)
+	return string(out), name, err
 }

@@ -192,7 +192,9 @@ func Start(ctx context.Context, opts Options) (cp *ControlPlane, err error) {
 		"--service-account-key-file=" + saPub,
 		"--service-account-signing-key-file=" + saKey,
 		"--service-cluster-ip-range=10.0.0.0/24",
-		"--runtime-config=resource.k8s.io/v1alpha3=true",
+		// v1alpha3 for DeviceTaintRules; v1beta1 and v1beta2 (off by default in v1.37) for
+		// clients older than v1.34, which have no resource.k8s.io/v1 (a v1.33 scheduler).
+		"--runtime-config=resource.k8s.io/v1alpha3=true,resource.k8s.io/v1beta1=true,resource.k8s.io/v1beta2=true",
 		"--feature-gates=" + FeatureGates,
 		// A benchmark creates thousands of objects quickly: no client-side or priority-and-fairness
 		// throttling in the server.
