@@ -432,5 +432,10 @@ fn a_bad_guest_config_fails_plugin_creation() {
         .err()
         .map(|e| e.to_string())
         .unwrap_or_default();
-    assert!(err.starts_with("failed to create a guest pool: wasm: instantiate error: module[1] function[_start] failed: wasm error: unreachable"), "{err}");
+    // The guest's own reason first (it logs it before trapping), then the trap.
+    assert!(
+        err.starts_with("failed to create a guest pool: the guest logged \"error: sharing-affinity: cannot start error=guestConfig: configuration:")
+            && err.contains("and then failed: wasm: instantiate error: module[1] function[_start] failed: wasm error: unreachable"),
+        "{err}"
+    );
 }

@@ -47,7 +47,11 @@ fn unusable_input_is_an_error_naming_the_file() {
             format!("[{NODE}]"),
             "is an array, not an object",
         ),
-        ("scalar-after-object", format!("{NODE} 7"), "value #1 is a number"),
+        (
+            "scalar-after-object",
+            format!("{NODE} 7"),
+            "value #1, at line 1 column",
+        ),
         (
             "list-of-numbers",
             r#"{"kind":"List","items":[1,2]}"#.into(),

@@ -1,8 +1,8 @@
 //! The compile-time limits of Go's `regexp/syntax`, checked on the parsed pattern, with Go's
 //! messages.
 //!
-//! Go refuses a pattern for its shape, whatever it matches, with `error parsing regexp: <code>:
-//! `<text>``:
+//! Go refuses a pattern for its shape, whatever it matches, with the message
+//! ``error parsing regexp: CODE: `TEXT` ``:
 //!
 //! | Go refuses | code | text named |
 //! |---|---|---|
