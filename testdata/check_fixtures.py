@@ -207,15 +207,21 @@ class Checker:
                 self.err("%s: request name %r" % (label, r["name"]))
             names.add(r["name"])
             ex = r.get("exactly")
-            if ex is None:
-                self.err("%s: request %s has no exactly" % (label, r["name"]))
+            subs = r.get("firstAvailable")
+            if (ex is None) == (subs is None):
+                self.err("%s: request %s sets exactly one of exactly and firstAvailable" % (label, r["name"]))
                 continue
-            if ex["deviceClassName"] not in classes:
-                self.err("%s: unknown class %s" % (label, ex["deviceClassName"]))
-            for k, q in ex.get("capacity", {}).get("requests", {}).items():
-                qty(q)
-                if not qualified(k):
-                    self.err("%s: capacity request name %r" % (label, k))
+            if subs is not None and not 1 <= len(subs) <= 8:
+                self.err("%s: request %s: firstAvailable has 1 to 8 subrequests" % (label, r["name"]))
+            for one in [ex] if ex is not None else subs:
+                if ex is None and not DNS_LABEL.match(one.get("name", "")):
+                    self.err("%s: subrequest name %r" % (label, one.get("name")))
+                if one["deviceClassName"] not in classes:
+                    self.err("%s: unknown class %s" % (label, one["deviceClassName"]))
+                for k, q in one.get("capacity", {}).get("requests", {}).items():
+                    qty(q)
+                    if not qualified(k):
+                        self.err("%s: capacity request name %r" % (label, k))
         for c in dev.get("config", []):
             for rq in c.get("requests", []):
                 if rq.split("/")[0] not in names:
@@ -337,9 +343,13 @@ class Checker:
                 continue
             terms = alloc["nodeSelector"]["nodeSelectorTerms"]
             node = terms[0]["matchFields"][0]["values"][0]
+            # A pod whose PreBind reserved the claim and then waited for binding conditions
+            # (KEP-5007) is still pending.
+            waited = any(res.get("bindingConditions") for res in alloc["devices"]["results"])
             for r in reserved:
                 p = pods.get((ns, r["name"]))
-                if p is None or p["metadata"]["uid"] != r["uid"] or p["spec"].get("nodeName") != node:
+                if p is None or p["metadata"]["uid"] != r["uid"] or \
+                        p["spec"].get("nodeName") not in ((node, None) if waited else (node,)):
                     self.err("%s: reservedFor %s does not match a pod bound to %s" % (label, r["name"], node))
             if not reserved:
                 self.err(label + ": allocated but not reserved")
@@ -352,7 +362,8 @@ class Checker:
                     self.err("%s: device %s not in any slice" % (label, "/".join(did)))
                     continue
                 dv, dnode = devices[did]
-                if dnode != node:
+                # A device reachable from every node (allNodes) can be allocated for any.
+                if dnode is not None and dnode != node:
                     self.err("%s: device %s is on %s, allocation on %s" % (label, "/".join(did), dnode, node))
                 multi = bool(dv.get("allowMultipleAllocations"))
                 if multi != ("shareID" in res):

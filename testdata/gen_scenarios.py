@@ -552,6 +552,74 @@ def fractional_steps():
     write(c, name)
 
 
+def prioritized_score():
+    """KEP-4816 prioritized list, scored as upstream's DynamicResources scores it: the node that
+    gives the first subrequest wins over one that gives only the fallback, whatever the names."""
+    name = "prioritized-list-score-first-subrequest-wins"
+    gpu = "gpu.example.com"
+    c = Cluster(name)
+    c.device_class("gpu.example.com", ['device.driver == "gpu.example.com"'])
+    for node, model in (("node-a", "t4"), ("node-b", "h100")):
+        c.node(node)
+        c.device_slice(node, gpu, [device("gpu-0", attributes={gpu + "/model": s(model)}, multi=False)],
+                       "p%sq7z" % node[-1], count=1)
+    fallback = exact("t4", "gpu.example.com", selectors=['device.attributes["gpu.example.com"].model == "t4"'])
+    preferred = exact("h100", "gpu.example.com", selectors=['device.attributes["gpu.example.com"].model == "h100"'])
+    t = c.template("ml", "gpu-h100-or-t4", [])
+    t["spec"]["spec"]["devices"]["requests"] = [{"name": "gpu", "firstAvailable": [
+        dict(preferred["exactly"], name="h100"), dict(fallback["exactly"], name="t4")]}]
+    for n in range(2):
+        c.pod("ml", "train-%d" % n, [("gpu", "template", "gpu-h100-or-t4")], created=n)
+    write(c, name)
+
+
+def binding_conditions():
+    """KEP-5007 binding conditions: a fabric-attached memory device that `bindsToNode` pins the
+    claim to the node it was allocated for; a claim whose device reported its binding failure
+    condition True is unavailable everywhere."""
+    name = "binding-conditions-binds-to-node-and-failed-binding"
+    mem, gpu = "fabric.example.com", "gpu.example.com"
+    c = Cluster(name)
+    c.device_class("mem.fabric.example.com", ['device.driver == "fabric.example.com"'])
+    c.device_class("gpu.example.com", ['device.driver == "gpu.example.com"'])
+    for node in ("node-a", "node-b"):
+        c.node(node)
+    c.device_slice("node-b", gpu, [device("gpu-0", multi=False)], "g4k2p")
+
+    def attached(dev):
+        return dict(dev, bindsToNode=True, bindingConditions=[mem + "/Attached"],
+                    bindingFailureConditions=[mem + "/AttachFailed"])
+
+    fabric = c.device_slice("node-a", mem, [attached(device("mem-%d" % n, multi=False)) for n in range(2)],
+                            "f9w3c", pool="fabric-0")
+    # Reachable from every node: no nodeName, no node owner.
+    del fabric["spec"]["nodeName"]
+    fabric["spec"]["allNodes"] = True
+    fabric["spec"] = dict(sorted(fabric["spec"].items()))
+    fabric["metadata"]["name"] = "fabric-0-fabric.example.com-f9w3c"
+    fabric["metadata"]["generateName"] = "fabric-0-fabric.example.com-"
+    del fabric["metadata"]["ownerReferences"]
+
+    c.template("hpc", "one-gpu", [exact("gpu", "gpu.example.com")])
+    c.claim("hpc", "shared-mem", [exact("mem", "mem.fabric.example.com")])
+    c.pod("hpc", "solver-0", [("mem", "claim", "shared-mem")], created=0)
+    c.pod("hpc", "solver-1", [("mem", "claim", "shared-mem"), ("gpu", "template", "one-gpu")], created=1)
+
+    alloc = c.allocation("node-b", [("hpc", "failed-mem", "mem", mem, "fabric-0", "mem-1", None, False)])
+    for r in alloc["devices"]["results"]:
+        r["bindingConditions"] = [mem + "/Attached"]
+        r["bindingFailureConditions"] = [mem + "/AttachFailed"]
+    # solver-2's PreBind reserved it and waited; the driver then reported the failure.
+    failed = c.claim("hpc", "failed-mem", [exact("mem", "mem.fabric.example.com")], allocation=alloc,
+                     reserved_for=["solver-2"])
+    failed["status"]["devices"] = [{"conditions": [
+        {"lastTransitionTime": "2026-01-01T00:00:30Z", "message": "port 7 did not come up",
+         "reason": "LinkDown", "status": "True", "type": mem + "/AttachFailed"}],
+        "device": "mem-1", "driver": mem, "pool": "fabric-0"}]
+    c.pod("hpc", "solver-2", [("mem", "claim", "failed-mem")], created=2)
+    write(c, name)
+
+
 def main():
     nic_16_slots("nic-subnet-16-slots-17th-opens-eth2", True)
     nic_16_slots("config-extractors-nic-subnet-16-slots", False)
@@ -574,6 +642,8 @@ def main():
     search_bound_count()
     search_budget()
     fractional_steps()
+    prioritized_score()
+    binding_conditions()
     gen_recorded.main()
 
 

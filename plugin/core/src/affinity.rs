@@ -55,7 +55,8 @@ pub struct Config {
     #[serde(default)]
     pub sharing_affinity: Vec<ConfigExtractor>,
     /// Prefer devices already locked to compatible values (default true). With false the plugin
-    /// picks devices first-fit and scores every node 0, as the KEP's alpha does.
+    /// picks devices first-fit, as the KEP's alpha does, and Score ranks nodes only by the claims'
+    /// `firstAvailable` lists, as upstream's DynamicResources does.
     #[serde(default = "yes")]
     pub consolidate: bool,
 }

@@ -111,8 +111,9 @@ impl DeviceFlags {
         self.bits & Self::COUNTERS != 0
     }
 
-    /// The device is local to one node: its slice's `nodeName`, or with `perDeviceNodeSelection`
-    /// its own non-empty `nodeName`. An allocation with such a device is pinned to the node.
+    /// An allocation with the device is pinned to the node it is made for: the device is local
+    /// to one node (its slice's `nodeName`, or with `perDeviceNodeSelection` its own non-empty
+    /// `nodeName`), or it binds to the node (`bindsToNode`).
     pub fn node_local(self) -> bool {
         self.bits & Self::NODE_LOCAL != 0
     }
@@ -297,23 +298,29 @@ impl SliceEntry {
 }
 
 /// Where a device is available, as upstream's allocator builds a claim's node selector from it:
-/// whether a non-empty `nodeName` pins it to one node, and the node selector that limits it, if
-/// any. Under `perDeviceNodeSelection` both come from the device, otherwise from its slice. The
-/// device flags ([`DeviceFlags::node_local`], [`DeviceFlags::multi_term_selector`]) and the
-/// allocator's node selector both read it here.
+/// whether an allocation with it is pinned to the node it is made for, and the node selector that
+/// limits it, if any. A non-empty `nodeName` pins it (under `perDeviceNodeSelection` the device's,
+/// otherwise its slice's), and so does the device's `bindsToNode` (KEP-5007), wherever the device
+/// is reachable from. The selector is the device's under `perDeviceNodeSelection`, otherwise its
+/// slice's. The device flags ([`DeviceFlags::node_local`], [`DeviceFlags::multi_term_selector`])
+/// and the allocator's node selector both read it here.
 pub fn placement<'a>(
     per_device: bool,
     device: &'a Device,
     slice_node_name: Option<&str>,
     slice_selector: Option<&'a NodeSelector>,
 ) -> (bool, Option<&'a NodeSelector>) {
+    let binds = device.binds_to_node == Some(true);
     if per_device {
         (
-            device.node_name.as_deref().is_some_and(|n| !n.is_empty()),
+            binds || device.node_name.as_deref().is_some_and(|n| !n.is_empty()),
             device.node_selector.as_ref(),
         )
     } else {
-        (slice_node_name.is_some_and(|n| !n.is_empty()), slice_selector)
+        (
+            binds || slice_node_name.is_some_and(|n| !n.is_empty()),
+            slice_selector,
+        )
     }
 }
 

@@ -520,6 +520,10 @@ pub struct Device {
     /// KEP-5075: the device can be allocated more than once.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub allow_multiple_allocations: Option<bool>,
+    /// KEP-5007: using the device binds the claim to the node it was allocated for, even when
+    /// the device is reachable from other nodes: the allocation's node selector names that node.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub binds_to_node: Option<bool>,
     /// Binding conditions (copied into the allocation result).
     #[serde(
         default,
@@ -1195,6 +1199,90 @@ pub struct ResourceClaimStatus {
         skip_serializing_if = "Vec::is_empty"
     )]
     pub reserved_for: Vec<ResourceClaimConsumerReference>,
+    /// What the drivers report about the allocated devices (KEP-4817); the plugin reads their
+    /// conditions, which binding conditions (KEP-5007) refer to.
+    #[serde(
+        default,
+        deserialize_with = "exact::vec",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub devices: Vec<AllocatedDeviceStatus>,
+}
+
+/// `AllocatedDeviceStatus`: a driver's report on one allocated device. `data` and `networkData`
+/// are the driver's own and not read.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AllocatedDeviceStatus {
+    /// Driver.
+    #[serde(default)]
+    pub driver: Name,
+    /// Pool.
+    #[serde(default)]
+    pub pool: Name,
+    /// Device.
+    #[serde(default)]
+    pub device: Name,
+    /// The share of a multi-allocatable device the report is about.
+    #[serde(rename = "shareID", default, skip_serializing_if = "Option::is_none")]
+    pub share_id: Option<String>,
+    /// The device's conditions.
+    #[serde(
+        default,
+        deserialize_with = "exact::vec",
+        skip_serializing_if = "Vec::is_empty"
+    )]
+    pub conditions: Vec<Condition>,
+}
+
+/// `metav1.Condition`, the fields the plugin reads.
+#[derive(Clone, Debug, Default, Deserialize, Serialize, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct Condition {
+    /// The condition's type.
+    #[serde(rename = "type", default)]
+    pub type_: String,
+    /// `True`, `False` or `Unknown`.
+    #[serde(default)]
+    pub status: String,
+    /// Machine-readable reason of the last transition.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub reason: String,
+    /// Human-readable message.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub message: String,
+}
+
+impl ResourceClaimStatus {
+    /// Why the allocation can no longer be used, if a driver reported one of the binding failure
+    /// conditions (KEP-5007) of an allocated device as `True`: upstream's DynamicResources then
+    /// treats the claim as unavailable on every node.
+    pub fn binding_failure(&self) -> Option<String> {
+        let allocation = self.allocation.as_ref()?;
+        for r in &allocation.devices.results {
+            if r.binding_conditions.is_empty() || r.binding_failure_conditions.is_empty() {
+                continue;
+            }
+            let Some(status) = self.devices.iter().find(|d| {
+                d.driver == r.driver && d.pool == r.pool && d.device == r.device && d.share_id == r.share_id
+            }) else {
+                continue;
+            };
+            for failure in &r.binding_failure_conditions {
+                if let Some(c) = status
+                    .conditions
+                    .iter()
+                    .find(|c| &c.type_ == failure && c.status == "True")
+                {
+                    return Some(format!(
+                        "binding of device {}/{}/{} failed: condition {} is True (reason={}, message={:?})",
+                        r.driver, r.pool, r.device, c.type_, c.reason, c.message
+                    ));
+                }
+            }
+        }
+        None
+    }
 }
 
 /// `ResourceClaimConsumerReference`.

@@ -1454,3 +1454,60 @@ fn affinity_analogue_of_25_all_mode_leaves_out_persistently_locked_devices() {
         "d2 (locked to B) and d3 (unreconstructable) are left out"
     );
 }
+
+/// n1: a slow NIC locked to subnet x (joining it packs best); n2: a clean fast NIC. The claim
+/// lists `firstAvailable: [fast, any]`.
+fn fast_first() -> (Vec<Value>, Claim) {
+    let speed = |d: Dev, s: &str| d.attr("speed", "string", json!(s));
+    let objects = vec![
+        node("n1"),
+        node("n2"),
+        class_a(),
+        node_slice("n1", DRIVER, "p1", &[speed(nic("eth1", "4"), "slow")]),
+        node_slice("n2", DRIVER, "p2", &[speed(nic("eth1", "4"), "fast")]),
+        holder_on("old", "n1", "p1", "eth1", "x"),
+    ];
+    let fast =
+        json!({"selectors": [{"cel": {"expression": "device.attributes[\"driver-a\"].speed == \"fast\""}}]});
+    let c = claim(
+        "ca",
+        &[req_first(
+            "nic",
+            &[sub("fast", "class-a", fast), sub("any", "class-a", json!({}))],
+        )],
+    )
+    .config(&[], nic_config("x"));
+    (objects, c)
+}
+
+#[test]
+fn score_ranks_the_prioritized_list_before_affinity_packing() {
+    let (objects, c) = fast_first();
+    let mut p = plugin(&config_extractor(false), &objects);
+    add_pod(&mut p, "a", c);
+    filter_all(&mut p, "a", &["n1", "n2"]);
+    assert_eq!(p.prioritized_rank("n1").unwrap(), 7, "second subrequest: 8 - 1");
+    assert_eq!(p.prioritized_rank("n2").unwrap(), 8, "first subrequest: 8 - 0");
+    assert_eq!(p.affinity_rank("n1").unwrap(), 100, "joins the lock");
+    assert_eq!(p.affinity_rank("n2").unwrap(), 50, "clean");
+    assert!(p.prescore(&["n1", "n2"]).is_success());
+    assert_eq!(p.score("n2").unwrap(), 100, "the claim's first choice wins");
+    assert_eq!(p.score("n1").unwrap(), 0);
+}
+
+#[test]
+fn without_consolidation_score_still_ranks_the_prioritized_list() {
+    let (objects, c) = fast_first();
+    let config = config_extractor(false).replace(
+        "{\"sharingAffinity\"",
+        "{\"consolidate\":false,\"sharingAffinity\"",
+    );
+    let mut p = plugin(&config, &objects);
+    add_pod(&mut p, "a", c);
+    filter_all(&mut p, "a", &["n1", "n2"]);
+    assert_eq!(p.affinity_rank("n1").unwrap(), 0, "no packing term");
+    assert_eq!(p.prioritized_rank("n2").unwrap(), 8);
+    assert!(p.prescore(&["n1", "n2"]).is_success());
+    assert_eq!(p.score("n2").unwrap(), 100);
+    assert_eq!(p.score("n1").unwrap(), 0);
+}

@@ -1312,3 +1312,114 @@ fn invalid_zero_step_does_not_crash_the_allocator() {
         "request taken unrounded"
     );
 }
+
+#[test]
+fn binds_to_node_pins_a_network_attached_device_to_the_chosen_node() {
+    // KEP-5007: a device reachable from every node (`allNodes`) that `bindsToNode` gives the
+    // allocation a node selector naming the node it was made for, so a second pod sharing the
+    // claim can only go there; without `bindsToNode` the allocation is valid everywhere.
+    let run = |binds: bool| {
+        let mut d = device("device-1");
+        if binds {
+            d.0["bindsToNode"] = json!(true);
+        }
+        let mut s = slice1(&[d]);
+        let spec = s["spec"].as_object_mut().unwrap();
+        spec.remove("nodeName");
+        spec.insert("allNodes".into(), json!(true));
+        let mut p = plugin(
+            "",
+            &[
+                node(NODE),
+                node("node-2"),
+                class_a(),
+                s,
+                claim("claim-0", &[req("req-0", "class-a")]).json(),
+                pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+            ],
+        );
+        assert!(p.prefilter(&format!("{NS}/pod-0")).is_success());
+        assert!(p.filter("node-2").is_success());
+        p.reserve("node-2").unwrap()[0].allocation.node_selector.clone()
+    };
+    assert_eq!(run(false), None, "available everywhere");
+    let sel = run(true).expect("bindsToNode gives a node selector");
+    let f = &sel.node_selector_terms[0].match_fields[0];
+    assert_eq!(
+        (f.key.as_str(), f.operator.as_str(), f.values.clone()),
+        ("metadata.name", "In", vec!["node-2".to_string()])
+    );
+}
+
+#[test]
+fn a_claim_whose_binding_failed_is_unavailable_on_every_node() {
+    // KEP-5007: an allocated device's binding failure condition reported True by the driver in
+    // the claim's status.devices makes the claim unusable (upstream's Filter); False, another
+    // condition, or another device's report does not.
+    let run = |status: &str, reported: &str| {
+        let mut result = dedicated("req-0", "device-1");
+        result["bindingConditions"] = json!(["example.com/Attached"]);
+        result["bindingFailureConditions"] = json!(["example.com/AttachFailed"]);
+        let mut c = claim("claim-0", &[req("req-0", "class-a")]).allocated(json!([result]));
+        c.0["status"]["devices"] = json!([{"driver": DRIVER, "pool": "pool-1", "device": reported,
+            "conditions": [{"type": "example.com/AttachFailed", "status": status, "reason": "Timeout",
+                            "message": "fabric did not answer", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]);
+        let mut p = device_1_and_pod_0_with(&c);
+        let pre = p.prefilter(&format!("{NS}/pod-0"));
+        (pre.clone(), p.filter(NODE))
+    };
+    let (pre, filter) = run("True", "device-1");
+    assert_eq!(pre.code, Code::Unschedulable, "{pre}");
+    assert!(
+        pre.reason.contains("default/claim-0")
+            && pre.reason.contains("example.com/AttachFailed is True")
+            && pre.reason.contains("fabric did not answer"),
+        "{pre}"
+    );
+    assert_eq!(filter.code, Code::Unschedulable, "{filter}");
+    for (status, reported) in [("False", "device-1"), ("True", "device-2")] {
+        let (pre, filter) = run(status, reported);
+        assert!(
+            pre.is_success() && filter.is_success(),
+            "{status} {reported}: {pre} / {filter}"
+        );
+    }
+}
+
+#[test]
+fn a_claim_reserved_for_256_consumers_takes_no_other_pod() {
+    // Upstream's PreFilter: `status.reservedFor` holds at most 256 consumers; a pod that is not
+    // among them waits ("in use"), a pod that is among them goes on.
+    let run = |consumers: usize, includes_pod: bool| {
+        let mut c =
+            claim("claim-0", &[req("req-0", "class-a")]).allocated(json!([dedicated("req-0", "device-1")]));
+        let mut reserved: Vec<Value> = (0..consumers)
+            .map(|i| json!({"resource": "pods", "name": format!("other-{i}"), "uid": format!("uid-other-{i}")}))
+            .collect();
+        if includes_pod {
+            reserved[0] = json!({"resource": "pods", "name": "pod-0", "uid": "uid-pod-0"});
+        }
+        c.0["status"]["reservedFor"] = json!(reserved);
+        let mut p = device_1_and_pod_0_with(&c);
+        p.prefilter(&format!("{NS}/pod-0"))
+    };
+    let full = run(256, false);
+    assert_eq!(full.code, Code::Unschedulable, "{full}");
+    assert!(full.reason.contains("default/claim-0 is in use"), "{full}");
+    assert!(run(255, false).is_success(), "one place left");
+    assert!(run(256, true).is_success(), "the pod is a consumer already");
+}
+
+/// node-1 with device-1, and pod-0 using `claim` (named claim-0).
+fn device_1_and_pod_0_with(claim: &Claim) -> sharing_affinity_core::plugin::Plugin {
+    plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            slice1(&[device("device-1")]),
+            claim.json(),
+            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+        ],
+    )
+}

@@ -327,6 +327,9 @@ pub enum AllocOutcome {
     TimedOut,
 }
 
+/// The most subrequests a `firstAvailable` list may have (`FirstAvailableDeviceRequestMaxSize`).
+const FIRST_AVAILABLE_MAX: u32 = 8;
+
 /// A successful allocation call in compact form: the devices chosen per claim and the
 /// subrequests selected. Filter keeps this for every feasible node; only the node Reserve picks
 /// gets its API results built ([`materialize`]), so Filter neither builds nor drops them.
@@ -379,6 +382,17 @@ impl Allocation {
             }
         }
         total
+    }
+
+    /// The prioritized-list rank of upstream's DynamicResources Score (KEP-4816): per
+    /// `firstAvailable` request of the claims allocated here, `8 - i` for the `i`th subrequest
+    /// chosen (8 is the longest list the API allows), so a node that gives a request its first
+    /// choice ranks above one that gives a later one.
+    pub fn prioritized_rank(&self) -> u32 {
+        self.selected_sub
+            .values()
+            .map(|&i| FIRST_AVAILABLE_MAX.saturating_sub(u32::try_from(i).unwrap_or(u32::MAX)))
+            .sum()
     }
 }
 

@@ -237,6 +237,27 @@ impl Plugin {
                     "resource claim {key} is being deleted"
                 )));
             }
+            // Upstream's PreFilter: a claim reserved for as many consumers as the API allows
+            // cannot take this pod until one lets go.
+            if claim.status.reserved_for.len() >= RESERVED_FOR_MAX
+                && !claim
+                    .status
+                    .reserved_for
+                    .iter()
+                    .any(|r| r.uid == pod.metadata.uid)
+            {
+                return Err(Status::unschedulable(format!(
+                    "resource claim {key} is in use: reserved for {} consumers, the most `status.reservedFor` holds",
+                    claim.status.reserved_for.len()
+                )));
+            }
+            // Upstream's Filter finds such a claim unavailable on every node (and its PostFilter
+            // deallocates it, which this plugin does not: see the README's Status).
+            if let Some(why) = claim.status.binding_failure() {
+                return Err(Status::unschedulable(format!(
+                    "resource claim {key} is not available: {why}"
+                )));
+            }
             claims.push(CycleClaim {
                 key,
                 claim,
@@ -452,7 +473,14 @@ impl Plugin {
         match outcome {
             Ok(AllocOutcome::Allocated(a)) => NodeResult {
                 status: Status::success(),
-                rank: a.rank(&d.index, &d.extractors),
+                rank: node_rank(
+                    a.prioritized_rank(),
+                    if self.config.consolidate {
+                        a.rank(&d.index, &d.extractors)
+                    } else {
+                        0
+                    },
+                ),
                 named: false,
                 allocation: Some(a),
                 variants,
@@ -585,9 +613,6 @@ impl Plugin {
         name: impl Fn(usize) -> &'n str,
     ) -> Result<Vec<u32>, Status> {
         let (ranks, min, max) = self.prescore_ranks(ids, name)?;
-        if !self.config.consolidate {
-            return Ok(vec![0; ranks.len()]);
-        }
         Ok(ranks.into_iter().map(|r| normalize(r, min, max)).collect())
     }
 
@@ -649,7 +674,14 @@ impl Plugin {
     /// lock, 50 = clean, 0 = unknown affinity; a request with only neutral devices adds 0. The
     /// node's rank is the sum over requests, so neutral requests never dilute the others.
     pub fn affinity_rank(&self, node: &str) -> Result<u32, Status> {
-        Ok(self.passed(node, "affinity rank")?.rank)
+        Ok(self.passed(node, "affinity rank")?.rank % AFFINITY_SPAN)
+    }
+
+    /// The prioritized-list rank of a node that passed Filter in the current cycle: per
+    /// `firstAvailable` request allocated there, `8 - i` for its `i`th subrequest, as upstream's
+    /// DynamicResources Score ranks it.
+    pub fn prioritized_rank(&self, node: &str) -> Result<u32, Status> {
+        Ok(self.passed(node, "prioritized rank")?.rank / AFFINITY_SPAN)
     }
 
     fn passed(&self, node: &str, what: &str) -> Result<&NodeResult, Status> {
@@ -667,23 +699,23 @@ impl Plugin {
         Ok(r)
     }
 
-    /// Score (0..=100) for a node that passed Filter in the current cycle: its
-    /// [`Plugin::affinity_rank`] normalised over the feasible nodes as
-    /// `(rank - min) · 100 / (max - min)` (KEP-4816's reference normalisation). The feasible nodes
-    /// are those named at [`Plugin::prescore`]; when PreScore was not called in this cycle, every
-    /// node that passed this plugin's Filter (the same set when no other plugin filters). When all
-    /// ranks are equal every node scores 0: affinity then has no preference, and the choice is
-    /// left to other plugins (and the replay's node-name tie-break). With `consolidate: false`
-    /// every node scores 0.
+    /// Score (0..=100) for a node that passed Filter in the current cycle: its rank normalised
+    /// over the feasible nodes as `(rank - min) · 100 / (max - min)` (KEP-4816's reference
+    /// normalisation). The rank orders nodes first by [`Plugin::prioritized_rank`] (the claims'
+    /// own order of preference, which upstream's DynamicResources scores: a node that gives a
+    /// `firstAvailable` request an earlier subrequest wins, whatever the packing), then by
+    /// [`Plugin::affinity_rank`] (sharing-affinity packing; not with `consolidate: false`). The
+    /// feasible nodes are those named at [`Plugin::prescore`]; when PreScore was not called in
+    /// this cycle, every node that passed this plugin's Filter (the same set when no other
+    /// plugin filters). When all ranks are equal every node scores 0: the plugin then has no
+    /// preference, and the choice is left to other plugins (and the replay's node-name
+    /// tie-break).
     ///
     /// The plugin normalises inside Score rather than in a NormalizeScore step, so the KSWE guest
     /// needs no `normalizescore` export (whose upstream host reassigns scores by map order; see
     /// `docs/kswe-dra-extension.md`).
     pub fn score(&mut self, node: &str) -> Result<u32, Status> {
         let (rank, named) = self.passed(node, "score").map(|r| (r.rank, r.named))?;
-        if !self.config.consolidate {
-            return Ok(0);
-        }
         let cycle = self
             .cycle
             .as_mut()
@@ -1024,6 +1056,21 @@ impl Plugin {
 /// The name part of a `namespace/name` key.
 fn object_key_name(key: &str) -> &str {
     key.rsplit_once('/').map_or(key, |(_, n)| n)
+}
+
+/// `ResourceClaimReservedForMaxSize`: the most consumers a claim's `status.reservedFor` holds.
+const RESERVED_FOR_MAX: usize = 256;
+
+/// The affinity rank's place in a node's rank: below it, the prioritized-list rank above. An
+/// affinity rank (100 per request at most) reaches it only with hundreds of requests, where it
+/// stops there; a prioritized-list rank (8 per request) cannot reach `u32::MAX / AFFINITY_SPAN`.
+const AFFINITY_SPAN: u32 = 1 << 16;
+
+/// A node's rank: the prioritized-list rank first, then the affinity rank.
+fn node_rank(prioritized: u32, affinity: u32) -> u32 {
+    prioritized
+        .saturating_mul(AFFINITY_SPAN)
+        .saturating_add(affinity.min(AFFINITY_SPAN - 1))
 }
 
 /// `(rank - min) · 100 / (max - min)`, clamped to 0..=100; 0 when `max == min`.
