@@ -58,7 +58,7 @@ type options struct {
 	scheduler, devices, mode, out, dumpFile string
 	nodes, init, measure                    int
 	nics, slots, subnets, workers           int
-	timeout                                 time.Duration
+	timeout, stall                          time.Duration
 }
 
 // Result is one run, printed as JSON and appended to --out.
@@ -92,6 +92,7 @@ func main() {
 	flag.IntVar(&o.subnets, "subnets", 10, "distinct subnets (affinity)")
 	flag.IntVar(&o.workers, "workers", 16, "concurrent object creations")
 	flag.DurationVar(&o.timeout, "timeout", 10*time.Minute, "how long each phase (init, measured) may take")
+	flag.DurationVar(&o.stall, "stall", 60*time.Second, "give up on a phase when no pod was bound for this long")
 	flag.StringVar(&o.out, "out", "", "append the result as a JSON line to this file")
 	flag.StringVar(&o.dumpFile, "dump", "", "write the cluster as a List (for sharing-affinity audit) to this file at the end")
 	flag.Parse()
@@ -200,9 +201,15 @@ func run(o options) (err error) {
 	if err = createPods(ctx, o, cp, s, "init", o.init); err != nil {
 		return err
 	}
-	if _, err = scenario.WaitBound(ctx, c, "init", nil, o.timeout); err != nil {
-		return fmt.Errorf("init pods: %w", err)
+	itc := newCollector(c, "init")
+	istop := make(chan struct{})
+	itc.start(istop)
+	if n := itc.wait(o.init, o.timeout, o.stall); n < o.init {
+		close(istop)
+		_, werr := scenario.WaitBound(ctx, c, "init", nil, 0)
+		return fmt.Errorf("init pods: %d of %d bound: %v", n, o.init, werr)
 	}
+	close(istop)
 	res.InitSeconds = time.Since(t1).Seconds()
 	logf("%d init pods bound in %s", o.init, time.Since(t1).Round(time.Millisecond))
 
@@ -215,10 +222,7 @@ func run(o options) (err error) {
 		return err
 	}
 	logf("%d measured pods created in %s", o.measure, time.Since(t2).Round(time.Millisecond))
-	deadline := time.Now().Add(o.timeout)
-	for tc.scheduled.Load() < int64(o.measure) && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
-	}
+	tc.wait(o.measure, o.timeout, o.stall)
 	end := tc.lastBind()
 	close(stop)
 	res.Bound = int(tc.scheduled.Load())
@@ -228,7 +232,7 @@ func run(o options) (err error) {
 	}
 	res.Throughput, res.Samples = tc.summary()
 	if res.Bound < o.measure {
-		res.Note = fmt.Sprintf("%d of %d measured pods not bound after %s", o.measure-res.Bound, o.measure, o.timeout)
+		res.Note = fmt.Sprintf("%d of %d measured pods not bound (timeout %s, stall %s)", o.measure-res.Bound, o.measure, o.timeout, o.stall)
 	}
 	if o.dumpFile != "" {
 		if err := dump.Write(ctx, c, o.dumpFile); err != nil {
@@ -437,6 +441,26 @@ func (tc *collector) start(stop chan struct{}) {
 			}
 		}
 	}()
+}
+
+// wait waits until n pods are bound, timeout has passed, or no pod was bound for stall; it
+// returns the pods bound.
+func (tc *collector) wait(n int, timeout, stall time.Duration) int {
+	start := time.Now()
+	for {
+		got := int(tc.scheduled.Load())
+		if got >= n {
+			return got
+		}
+		last := tc.lastBind()
+		if got == 0 {
+			last = start
+		}
+		if time.Since(start) > timeout || time.Since(last) > stall {
+			return got
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
 }
 
 func (tc *collector) lastBind() time.Time {
