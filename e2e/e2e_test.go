@@ -88,11 +88,22 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 		t.Fatal(err)
 	}
 
-	ok := t.Run("shared-nic", e.sharedNIC) &&
-		t.Run("capacity-holds", e.capacityHolds) &&
-		t.Run("claim-templates", e.claimTemplates) &&
-		t.Run("affinity", e.affinity) &&
-		t.Run("scheduler-restart", e.restart)
+	// Scenarios are independent (own namespace and nodes): all run, whatever fails.
+	ok := true
+	for _, sc := range []struct {
+		name string
+		f    func(*testing.T)
+	}{
+		{"shared-nic", e.sharedNIC},
+		{"capacity-holds", e.capacityHolds},
+		{"claim-templates", e.claimTemplates},
+		{"affinity", e.affinity},
+		{"scheduler-restart", e.restart},
+	} {
+		if !t.Run(sc.name, sc.f) {
+			ok = false
+		}
+	}
 	e.dumpAndAudit(ok)
 }
 

@@ -33,10 +33,12 @@ import (
 	"fmt"
 	"math"
 	"os"
+	"os/signal"
 	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -153,6 +155,15 @@ func run(o options) (err error) {
 		return err
 	}
 	defer cp.Stop()
+	// Ctrl-C or SIGTERM: stop the control plane and remove its directory (children also die
+	// with this process through Pdeathsig).
+	sig := make(chan os.Signal, 1)
+	signal.Notify(sig, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-sig
+		cp.Stop()
+		os.Exit(130)
+	}()
 	defer func() {
 		if err != nil {
 			fmt.Fprintln(os.Stderr, cp.Logs())
