@@ -501,3 +501,35 @@ clientConnection:
 leaderElection:
   leaderElect: false
 `
+
+// CPUSeconds is the user+system CPU time each running process has used so far, by name (from
+// /proc/PID/stat, 100 ticks a second).
+func (cp *ControlPlane) CPUSeconds() map[string]float64 {
+	cp.mu.Lock()
+	procs := append([]*Process(nil), cp.procs...)
+	cp.mu.Unlock()
+	out := map[string]float64{}
+	for _, p := range procs {
+		if exited, _ := p.Exited(); exited {
+			continue
+		}
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", p.Cmd.Process.Pid))
+		if err != nil {
+			continue
+		}
+		// Fields after the command name, which is in parentheses: state is field 3, utime 14, stime 15.
+		rest := string(data)
+		if i := strings.LastIndexByte(rest, ')'); i >= 0 {
+			rest = rest[i+1:]
+		}
+		f := strings.Fields(rest)
+		if len(f) < 13 {
+			continue
+		}
+		var ut, st float64
+		fmt.Sscan(f[11], &ut)
+		fmt.Sscan(f[12], &st)
+		out[p.Name] += (ut + st) / 100
+	}
+	return out
+}

@@ -77,8 +77,10 @@ type Result struct {
 	Throughput      map[string]float64 `json:"schedulingThroughput"`
 	Samples         int                `json:"samples"`
 	APIServerStart  float64            `json:"apiserverStartSeconds"`
-	Started         string             `json:"started"`
-	Note            string             `json:"note,omitempty"`
+	// MeasureCPU is the CPU seconds each process used during the measured phase.
+	MeasureCPU map[string]float64 `json:"measureCPUSeconds"`
+	Started    string             `json:"started"`
+	Note       string             `json:"note,omitempty"`
 }
 
 func main() {
@@ -228,6 +230,7 @@ func run(o options) (err error) {
 	tc := newCollector(c, "test")
 	stop := make(chan struct{})
 	tc.start(stop)
+	cpu0 := cp.CPUSeconds()
 	t2 := time.Now()
 	if err = createPods(ctx, o, cp, s, "test", o.measure); err != nil {
 		return err
@@ -236,6 +239,10 @@ func run(o options) (err error) {
 	tc.wait(o.measure, o.timeout, o.stall)
 	end := tc.lastBind()
 	close(stop)
+	res.MeasureCPU = map[string]float64{}
+	for name, v := range cp.CPUSeconds() {
+		res.MeasureCPU[name] = round(v - cpu0[name])
+	}
 	res.Bound = int(tc.scheduled.Load())
 	res.MeasureSeconds = end.Sub(t2).Seconds()
 	if res.MeasureSeconds > 0 {
