@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strings"
 
 	"sigs.k8s.io/yaml"
 
@@ -21,6 +22,8 @@ type SchedulerUnderTest struct {
 	Binary string
 	Config string
 	Args   []string
+	// Dir is the working directory ("" is the control plane's temporary directory).
+	Dir string
 	// SchedulerName is the profile's schedulerName, which the test pods ask for.
 	SchedulerName string
 	// SharingAffinity: the scheduler keeps the sharing-affinity rule (equal subnets share a
@@ -32,7 +35,7 @@ type SchedulerUnderTest struct {
 
 // Spec is the controlplane form.
 func (s SchedulerUnderTest) Spec() controlplane.Scheduler {
-	return controlplane.Scheduler{Name: s.Name, Binary: s.Binary, Config: s.Config, Args: s.Args}
+	return controlplane.Scheduler{Name: s.Name, Binary: s.Binary, Config: s.Config, Args: s.Args, Dir: s.Dir}
 }
 
 // RepoRoot is the repository's root (the parent of e2e/).
@@ -75,6 +78,7 @@ func Schedulers(binDir string) []SchedulerUnderTest {
 //	SA_SCHEDULER_BIN      the binary (default: the first of scheduler/sharing-affinity-scheduler,
 //	                      scheduler/bin/sharing-affinity-scheduler that exists)
 //	SA_SCHEDULER_CONFIG   its KubeSchedulerConfiguration ({{KUBECONFIG}} is replaced)
+//	SA_SCHEDULER_ARGS     extra arguments, space-separated (e.g. -v=2)
 //	SA_SCHEDULER_NAME     the schedulerName of the test pods (default: the first profile's)
 func SharingAffinityScheduler() SchedulerUnderTest {
 	root := RepoRoot()
@@ -111,6 +115,10 @@ func SharingAffinityScheduler() SchedulerUnderTest {
 		return s
 	}
 	s.Config = cfg
+	s.Dir = filepath.Dir(cfgPath) // relative paths in the configuration resolve from there
+	if a := os.Getenv("SA_SCHEDULER_ARGS"); a != "" {
+		s.Args = strings.Fields(a)
+	}
 	if os.Getenv("SA_SCHEDULER_NAME") == "" {
 		if name == "" {
 			name = "default-scheduler"

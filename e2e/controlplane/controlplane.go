@@ -315,6 +315,11 @@ type Process struct {
 // StartProcess starts bin with args in its own process group, stdout and stderr to
 // Dir/NAME.log (NAME-2.log, ... for a restart), and registers it for Stop.
 func (cp *ControlPlane) StartProcess(name, bin string, args ...string) (*Process, error) {
+	return cp.StartProcessIn("", name, bin, args...)
+}
+
+// StartProcessIn is StartProcess with working directory dir ("" is cp.Dir).
+func (cp *ControlPlane) StartProcessIn(dir, name, bin string, args ...string) (*Process, error) {
 	logPath := filepath.Join(cp.Dir, name+".log")
 	for i := 2; ; i++ {
 		if _, err := os.Stat(logPath); os.IsNotExist(err) {
@@ -330,6 +335,9 @@ func (cp *ControlPlane) StartProcess(name, bin string, args ...string) (*Process
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = lf, lf
 	cmd.Dir = cp.Dir
+	if dir != "" {
+		cmd.Dir = dir
+	}
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
 	if err := cmd.Start(); err != nil {
 		lf.Close()
@@ -459,6 +467,9 @@ type Scheduler struct {
 	// Args are appended (e.g. --feature-gates, -v=2). --secure-port (a free port) and
 	// --bind-address=127.0.0.1 are added unless Args set them.
 	Args []string
+	// Dir is the working directory ("" is the control plane's directory), e.g. the directory
+	// of a deployment's configuration whose relative paths (a wasm guest) it resolves.
+	Dir string
 }
 
 // StartScheduler writes the configuration and starts the scheduler.
@@ -487,7 +498,7 @@ func (cp *ControlPlane) StartScheduler(s Scheduler) (*Process, error) {
 		args = append(args, "--bind-address=127.0.0.1")
 	}
 	args = append(args, s.Args...)
-	return cp.StartProcess(name, s.Binary, args...)
+	return cp.StartProcessIn(s.Dir, name, s.Binary, args...)
 }
 
 // DefaultSchedulerConfig is a KubeSchedulerConfiguration (v1) for the in-tree scheduler: the
