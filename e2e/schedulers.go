@@ -77,7 +77,8 @@ func Schedulers(binDir string) []SchedulerUnderTest {
 //
 //	SA_SCHEDULER_BIN      the binary (default: the first of scheduler/sharing-affinity-scheduler,
 //	                      scheduler/bin/sharing-affinity-scheduler that exists)
-//	SA_SCHEDULER_CONFIG   its KubeSchedulerConfiguration ({{KUBECONFIG}} is replaced)
+//	SA_SCHEDULER_CONFIG   its KubeSchedulerConfiguration (default: the first YAML file under deploy/
+//	                      that holds one), adapted by AdaptSchedulerConfig
 //	SA_SCHEDULER_ARGS     extra arguments, space-separated (e.g. -v=2)
 //	SA_SCHEDULER_NAME     the schedulerName of the test pods (default: the first profile's)
 func SharingAffinityScheduler() SchedulerUnderTest {
@@ -101,7 +102,10 @@ func SharingAffinityScheduler() SchedulerUnderTest {
 	}
 	cfgPath := os.Getenv("SA_SCHEDULER_CONFIG")
 	if cfgPath == "" {
-		s.Missing = "no configuration for sharing-affinity-scheduler (set SA_SCHEDULER_CONFIG)"
+		cfgPath = findSchedulerConfig(filepath.Join(root, "deploy"))
+	}
+	if cfgPath == "" {
+		s.Missing = "no KubeSchedulerConfiguration for sharing-affinity-scheduler under deploy/ (set SA_SCHEDULER_CONFIG)"
 		return s
 	}
 	data, err := os.ReadFile(cfgPath)
@@ -128,13 +132,56 @@ func SharingAffinityScheduler() SchedulerUnderTest {
 	return s
 }
 
+func findKSC(text string) map[string]any {
+	for _, doc := range strings.Split("\n"+text, "\n---") {
+		var m map[string]any
+		if yaml.Unmarshal([]byte(doc), &m) != nil || m == nil {
+			continue
+		}
+		switch m["kind"] {
+		case "KubeSchedulerConfiguration":
+			return m
+		case "ConfigMap":
+			if d, ok := m["data"].(map[string]any); ok {
+				for _, v := range d {
+					if str, ok := v.(string); ok && strings.Contains(str, "KubeSchedulerConfiguration") {
+						if c := findKSC(str); c != nil {
+							return c
+						}
+					}
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// findSchedulerConfig is the first YAML file under dir (in lexical order) holding a
+// KubeSchedulerConfiguration, or "".
+func findSchedulerConfig(dir string) string {
+	found := ""
+	_ = filepath.WalkDir(dir, func(path string, d os.DirEntry, err error) error {
+		if err != nil || found != "" || d.IsDir() || !(strings.HasSuffix(path, ".yaml") || strings.HasSuffix(path, ".yml")) {
+			return nil
+		}
+		if data, err := os.ReadFile(path); err == nil && strings.Contains(string(data), "kind: KubeSchedulerConfiguration") {
+			found = path
+		}
+		return nil
+	})
+	return found
+}
+
 // AdaptSchedulerConfig makes a deployment's KubeSchedulerConfiguration run against the test's
 // control plane: clientConnection.kubeconfig becomes {{KUBECONFIG}}, leader election is off, the
 // client is not throttled. It returns the first profile's schedulerName.
+//
+// data may also be a multi-document YAML file, or a ConfigMap whose data holds the
+// configuration (a deployment manifest): the first KubeSchedulerConfiguration found is used.
 func AdaptSchedulerConfig(data []byte) (string, string, error) {
-	var cfg map[string]any
-	if err := yaml.Unmarshal(data, &cfg); err != nil {
-		return "", "", err
+	cfg := findKSC(string(data))
+	if cfg == nil {
+		return "", "", fmt.Errorf("no KubeSchedulerConfiguration in it")
 	}
 	cc, _ := cfg["clientConnection"].(map[string]any)
 	if cc == nil {

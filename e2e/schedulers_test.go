@@ -32,3 +32,26 @@ profiles:
 		}
 	}
 }
+
+func TestAdaptSchedulerConfigFromConfigMap(t *testing.T) {
+	in := `apiVersion: v1
+kind: Namespace
+metadata:
+  name: x
+---
+apiVersion: v1
+kind: ConfigMap
+metadata:
+  name: cfg
+data:
+  config.yaml: |
+    apiVersion: kubescheduler.config.k8s.io/v1
+    kind: KubeSchedulerConfiguration
+    profiles:
+    - schedulerName: sa
+`
+	out, name, err := AdaptSchedulerConfig([]byte(in))
+	if err != nil || name != "sa" || !strings.Contains(out, "leaderElect: false") {
+		t.Fatalf("%q %q %v", out, name, err)
+	}
+}
