@@ -14,6 +14,7 @@ import (
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
+	"k8s.io/utils/ptr"
 
 	"sharing-affinity/e2e/controlplane"
 	"sharing-affinity/e2e/dump"
@@ -66,7 +67,7 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	t.Cleanup(cancel)
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Namespaces: []string{"shared", "capacity", "templates", "affinity", "restart"},
+		Namespaces: []string{"shared", "capacity", "templates", "affinity", "taints", "restart"},
 		Logf:       t.Logf,
 	})
 	if err != nil {
@@ -98,6 +99,7 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 		{"capacity-holds", e.capacityHolds},
 		{"claim-templates", e.claimTemplates},
 		{"affinity", e.affinity},
+		{"device-taint-rule", e.taintRule},
 		{"scheduler-restart", e.restart},
 	} {
 		if !t.Run(sc.name, sc.f) {
@@ -308,6 +310,32 @@ func (e *env) affinity(t *testing.T) {
 	st = e.inspect(t, ns)
 	if st.Allocated["c1"] != bNIC {
 		t.Errorf("c1 on %s, want %s (freed by b1, b2)", st.Allocated["c1"], bNIC)
+	}
+}
+
+// taintRule: a DeviceTaintRule (resource.k8s.io/v1) taints eth1 NoSchedule; claims go to eth2.
+func (e *env) taintRule(t *testing.T) {
+	ns := "taints"
+	e.nodes(t, ns, 1, 2, 4)
+	rule := &resourcev1.DeviceTaintRule{
+		ObjectMeta: metav1.ObjectMeta{Name: "taints-eth1"},
+		Spec: resourcev1.DeviceTaintRuleSpec{
+			DeviceSelector: &resourcev1.DeviceTaintSelector{Driver: ptr.To(scenario.Driver), Pool: ptr.To("taints-n1"), Device: ptr.To("eth1")},
+			Taint:          resourcev1.DeviceTaint{Key: "example.com/maintenance", Value: "true", Effect: resourcev1.DeviceTaintEffectNoSchedule},
+		},
+	}
+	if _, err := e.cp.Client.ResourceV1().DeviceTaintRules().Create(e.ctx, rule, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(time.Second) // the scheduler's informer sees the rule before the pods
+	e.claimPod(t, ns, "p1", "subnet-a")
+	e.claimPod(t, ns, "p2", "subnet-a")
+	e.waitBound(t, ns)
+	st := e.inspect(t, ns)
+	for _, n := range []string{"p1", "p2"} {
+		if st.Allocated[n] != scenario.Driver+"/taints-n1/eth2" {
+			t.Errorf("claim %s on %s, want eth2 (eth1 is tainted NoSchedule)", n, st.Allocated[n])
+		}
 	}
 }
 
