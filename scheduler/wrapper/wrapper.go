@@ -1,0 +1,228 @@
+// Package wrapper is the sharing-affinity plugin for kube-scheduler: the unmodified KSWE plugin
+// running the guest, wrapped so that every context it gets carries the sharing-affinity.dra/v1
+// import resolver and the current pod (kswe-harness/dramodule), backed by the live cluster
+// (scheduler/informer).
+package wrapper
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	v1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/dynamic"
+	"k8s.io/klog/v2"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
+	wasm "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/plugin"
+
+	"sharing-affinity/kswe-harness/dramodule"
+	"sharing-affinity/scheduler/informer"
+)
+
+// Name is the plugin name in the scheduler configuration.
+const Name = "sharing-affinity"
+
+// Backend is what the wrapper needs of the module's backend beyond dramodule.Backend.
+type Backend interface {
+	dramodule.Backend
+	DropPending(podUID string)
+}
+
+// Plugin wraps the KSWE plugin. It implements the interfaces our guest exports (see
+// plugin/guest/src/scheduler_abi) and delegates each to the KSWE plugin by type assertion.
+type Plugin struct {
+	inner   framework.Plugin
+	host    *dramodule.Host
+	backend Backend
+}
+
+var (
+	_ framework.PreFilterPlugin   = (*Plugin)(nil)
+	_ framework.FilterPlugin      = (*Plugin)(nil)
+	_ framework.PreScorePlugin    = (*Plugin)(nil)
+	_ framework.ScorePlugin       = (*Plugin)(nil)
+	_ framework.ReservePlugin     = (*Plugin)(nil)
+	_ framework.PermitPlugin      = (*Plugin)(nil)
+	_ framework.PreBindPlugin     = (*Plugin)(nil)
+	_ framework.PostBindPlugin    = (*Plugin)(nil)
+	_ framework.EnqueueExtensions = (*Plugin)(nil)
+)
+
+// Factory is the kube-scheduler plugin factory: it decodes KSWE's PluginConfig, starts the
+// informer backend on the handle's kubeconfig and creates the wrapped KSWE plugin.
+func Factory(ctx context.Context, configuration runtime.Object, h framework.Handle) (framework.Plugin, error) {
+	config := wasm.PluginConfig{}
+	if err := frameworkruntime.DecodeInto(configuration, &config); err != nil {
+		return nil, fmt.Errorf("failed to decode into %s PluginConfig: %w", Name, err)
+	}
+	client, err := dynamic.NewForConfig(h.KubeConfig())
+	if err != nil {
+		return nil, fmt.Errorf("%s: dynamic client: %w", Name, err)
+	}
+	backend := informer.New(client)
+	backend.Start(ctx)
+	return New(ctx, config, h, backend)
+}
+
+// New creates the KSWE plugin with the module over backend and wraps it.
+func New(ctx context.Context, config wasm.PluginConfig, h framework.Handle, backend Backend) (*Plugin, error) {
+	host, err := dramodule.New(ctx, backend)
+	if err != nil {
+		return nil, err
+	}
+	inner, err := wasm.NewFromConfig(host.Resolve(ctx), Name, config, h)
+	if err != nil {
+		_ = host.Close(ctx)
+		return nil, err
+	}
+	return &Plugin{inner: inner, host: host, backend: backend}, nil
+}
+
+// Inner is the KSWE plugin.
+func (p *Plugin) Inner() framework.Plugin { return p.inner }
+
+func (p *Plugin) ctx(ctx context.Context, pod *v1.Pod) context.Context {
+	if pod != nil {
+		ctx = dramodule.WithPod(ctx, pod)
+	}
+	return p.host.Resolve(ctx)
+}
+
+// Name implements framework.Plugin.
+func (p *Plugin) Name() string { return Name }
+
+// Close closes the KSWE plugin and the module.
+func (p *Plugin) Close() error {
+	var err error
+	if c, ok := p.inner.(interface{ Close() error }); ok {
+		err = c.Close()
+	}
+	if cerr := p.host.Close(context.Background()); err == nil {
+		err = cerr
+	}
+	return err
+}
+
+func missing(ext string) *framework.Status {
+	return framework.NewStatus(framework.Skip, fmt.Sprintf("%s: the guest does not export %s", Name, ext))
+}
+
+// EventsToRegister implements framework.EnqueueExtensions: the guest's events, plus ResourceClaim
+// add/update when the guest does not register them, so that a pod whose (generated) claim does not
+// exist yet is retried when the resourceclaim controller creates it.
+func (p *Plugin) EventsToRegister(ctx context.Context) ([]framework.ClusterEventWithHint, error) {
+	var events []framework.ClusterEventWithHint
+	if e, ok := p.inner.(framework.EnqueueExtensions); ok {
+		var err error
+		if events, err = e.EventsToRegister(p.ctx(ctx, nil)); err != nil {
+			return nil, err
+		}
+	}
+	has := false
+	for _, e := range events {
+		if e.Event.Resource == framework.ResourceClaim && e.Event.ActionType&framework.Add != 0 || e.Event.Resource == framework.WildCard {
+			has = true
+		}
+	}
+	if !has {
+		klog.FromContext(ctx).V(2).Info("sharing-affinity: registering ResourceClaim add/update in the wrapper")
+		events = append(events, framework.ClusterEventWithHint{Event: framework.ClusterEvent{Resource: framework.ResourceClaim, ActionType: framework.Add | framework.Update}})
+	}
+	return events, nil
+}
+
+// PreFilter implements framework.PreFilterPlugin.
+func (p *Plugin) PreFilter(ctx context.Context, state *framework.CycleState, pod *v1.Pod) (*framework.PreFilterResult, *framework.Status) {
+	if pl, ok := p.inner.(framework.PreFilterPlugin); ok {
+		return pl.PreFilter(p.ctx(ctx, pod), state, pod)
+	}
+	return nil, missing("prefilter")
+}
+
+// PreFilterExtensions implements framework.PreFilterPlugin; the guest has none.
+func (p *Plugin) PreFilterExtensions() framework.PreFilterExtensions { return nil }
+
+// Filter implements framework.FilterPlugin.
+func (p *Plugin) Filter(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node *framework.NodeInfo) *framework.Status {
+	if pl, ok := p.inner.(framework.FilterPlugin); ok {
+		return pl.Filter(p.ctx(ctx, pod), state, pod, node)
+	}
+	return nil
+}
+
+// PreScore implements framework.PreScorePlugin.
+func (p *Plugin) PreScore(ctx context.Context, state *framework.CycleState, pod *v1.Pod, nodes []*framework.NodeInfo) *framework.Status {
+	if pl, ok := p.inner.(framework.PreScorePlugin); ok {
+		return pl.PreScore(p.ctx(ctx, pod), state, pod, nodes)
+	}
+	return missing("prescore")
+}
+
+// Score implements framework.ScorePlugin.
+func (p *Plugin) Score(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node *framework.NodeInfo) (int64, *framework.Status) {
+	if pl, ok := p.inner.(framework.ScorePlugin); ok {
+		return pl.Score(p.ctx(ctx, pod), state, pod, node)
+	}
+	return 0, nil
+}
+
+type normalize struct {
+	p   *Plugin
+	ext framework.ScoreExtensions
+}
+
+func (n normalize) NormalizeScore(ctx context.Context, state *framework.CycleState, pod *v1.Pod, scores framework.NodeScoreList) *framework.Status {
+	return n.ext.NormalizeScore(n.p.ctx(ctx, pod), state, pod, scores)
+}
+
+// ScoreExtensions implements framework.ScorePlugin: only when the KSWE plugin has them.
+func (p *Plugin) ScoreExtensions() framework.ScoreExtensions {
+	if pl, ok := p.inner.(framework.ScorePlugin); ok {
+		if ext := pl.ScoreExtensions(); ext != nil {
+			return normalize{p, ext}
+		}
+	}
+	return nil
+}
+
+// Reserve implements framework.ReservePlugin.
+func (p *Plugin) Reserve(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) *framework.Status {
+	if pl, ok := p.inner.(framework.ReservePlugin); ok {
+		return pl.Reserve(p.ctx(ctx, pod), state, pod, node)
+	}
+	return nil
+}
+
+// Unreserve implements framework.ReservePlugin: drops the pod's pending allocations (§2.2), then
+// delegates.
+func (p *Plugin) Unreserve(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) {
+	p.backend.DropPending(string(pod.UID))
+	if pl, ok := p.inner.(framework.ReservePlugin); ok {
+		pl.Unreserve(p.ctx(ctx, pod), state, pod, node)
+	}
+}
+
+// Permit implements framework.PermitPlugin.
+func (p *Plugin) Permit(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) (*framework.Status, time.Duration) {
+	if pl, ok := p.inner.(framework.PermitPlugin); ok {
+		return pl.Permit(p.ctx(ctx, pod), state, pod, node)
+	}
+	return nil, 0
+}
+
+// PreBind implements framework.PreBindPlugin.
+func (p *Plugin) PreBind(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) *framework.Status {
+	if pl, ok := p.inner.(framework.PreBindPlugin); ok {
+		return pl.PreBind(p.ctx(ctx, pod), state, pod, node)
+	}
+	return nil
+}
+
+// PostBind implements framework.PostBindPlugin.
+func (p *Plugin) PostBind(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) {
+	if pl, ok := p.inner.(framework.PostBindPlugin); ok {
+		pl.PostBind(p.ctx(ctx, pod), state, pod, node)
+	}
+}

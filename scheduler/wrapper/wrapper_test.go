@@ -1,0 +1,160 @@
+package wrapper
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/kubernetes/pkg/scheduler/framework"
+	wasm "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/plugin"
+	ksweTest "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/test"
+
+	"sharing-affinity/scheduler/informer"
+)
+
+// recorder is the informer backend with a record of what the module passed it.
+type recorder struct {
+	*informer.Backend
+	mu      sync.Mutex
+	changes int
+	pods    []string
+}
+
+func (r *recorder) Changes(cursor string) []byte {
+	r.mu.Lock()
+	r.changes++
+	r.mu.Unlock()
+	return r.Backend.Changes(cursor)
+}
+
+func (r *recorder) SetPending(claim string, pod *corev1.Pod, allocation []byte) int32 {
+	r.mu.Lock()
+	r.pods = append(r.pods, pod.Namespace+"/"+pod.Name)
+	r.mu.Unlock()
+	return r.Backend.SetPending(claim, pod, allocation)
+}
+
+func guest(t *testing.T) string {
+	g := os.Getenv("KSWE_GUEST")
+	if g == "" {
+		t.Skip("KSWE_GUEST is not set")
+	}
+	g, err := filepath.Abs(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return g
+}
+
+func decode(t *testing.T, o map[string]any, into any) {
+	t.Helper()
+	b, err := json.Marshal(o)
+	if err == nil {
+		err = json.Unmarshal(b, into)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestPodAndResolverReachTheKSWEPlugin runs the NIC scenario's first pod through the wrapper: the
+// guest links against the module (the resolver reached the factory's context), its PreFilter is
+// unschedulable while the template's claim does not exist (the scheduler does not create it),
+// and once the claim exists Reserve's pending allocation names the pod (WithPod reached Reserve).
+func TestPodAndResolverReachTheKSWEPlugin(t *testing.T) {
+	g := guest(t)
+	raw, err := os.ReadFile("../../testdata/nic-subnet-16-slots-17th-opens-eth2/cluster.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list struct{ Items []map[string]any }
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatal(err)
+	}
+	b := &recorder{Backend: informer.New(nil)}
+	b.MarkSynced()
+	var pod corev1.Pod
+	var node corev1.Node
+	var template map[string]any
+	for _, o := range list.Items {
+		b.Upsert(&unstructured.Unstructured{Object: o})
+		md := o["metadata"].(map[string]any)
+		switch {
+		case o["kind"] == "Pod" && md["name"] == "web-00":
+			decode(t, o, &pod)
+		case o["kind"] == "Node":
+			decode(t, o, &node)
+		case o["kind"] == "ResourceClaimTemplate":
+			template = o
+		}
+	}
+	info := framework.NewNodeInfo()
+	info.SetNode(&node)
+	handle := &ksweTest.FakeHandle{
+		Recorder:     &ksweTest.FakeRecorder{},
+		SharedLister: &ksweTest.FakeSharedLister{NodeInfoLister: &ksweTest.FakeNodeInfoLister{Nodes: []*framework.NodeInfo{info}}},
+	}
+	ctx := context.Background()
+	pl, err := New(ctx, wasm.PluginConfig{GuestURL: "file://" + g}, handle, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pl.Close()
+	events, err := pl.EventsToRegister(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	claimAdd := false
+	for _, e := range events {
+		if e.Event.Resource == framework.ResourceClaim && e.Event.ActionType&framework.Add != 0 || e.Event.Resource == framework.WildCard {
+			claimAdd = true
+		}
+	}
+	if !claimAdd {
+		t.Errorf("no ResourceClaim add in %v", events)
+	}
+	state := framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, state, &pod); s.IsSuccess() {
+		t.Fatal("PreFilter succeeded without the template's claim")
+	} else {
+		t.Logf("PreFilter without the claim: %v", s)
+	}
+	if b.changes == 0 {
+		t.Fatal("the guest never read the change feed")
+	}
+	// The resourceclaim controller creates the claim and records it in the pod's status.
+	claimName := "web-00-nic"
+	spec := template["spec"].(map[string]any)["spec"]
+	b.Upsert(&unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
+		"metadata": map[string]any{"name": claimName, "namespace": "tenant-x", "uid": "claim-uid",
+			"annotations":     map[string]any{"resource.kubernetes.io/pod-claim-name": "nic"},
+			"ownerReferences": []any{map[string]any{"apiVersion": "v1", "kind": "Pod", "name": "web-00", "uid": string(pod.UID), "controller": true, "blockOwnerDeletion": true}}},
+		"spec": spec,
+	}})
+	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "nic", ResourceClaimName: &claimName}}
+	podObj := map[string]any{}
+	pb, _ := json.Marshal(&pod)
+	_ = json.Unmarshal(pb, &podObj)
+	podObj["apiVersion"], podObj["kind"] = "v1", "Pod"
+	b.Upsert(&unstructured.Unstructured{Object: podObj})
+	state = framework.NewCycleState()
+	if _, s := pl.PreFilter(ctx, state, &pod); !s.IsSuccess() {
+		t.Fatalf("PreFilter with the claim: %v", s)
+	}
+	if s := pl.Filter(ctx, state, &pod, info); !s.IsSuccess() {
+		t.Fatalf("Filter: %v", s)
+	}
+	if s := pl.Reserve(ctx, state, &pod, node.Name); !s.IsSuccess() {
+		t.Fatalf("Reserve: %v", s)
+	}
+	if len(b.pods) == 0 || b.pods[0] != "tenant-x/web-00" {
+		t.Fatalf("pending allocations named %v", b.pods)
+	}
+	pl.Unreserve(ctx, state, &pod, node.Name)
+}
