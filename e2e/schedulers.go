@@ -77,8 +77,8 @@ func Schedulers(binDir string) []SchedulerUnderTest {
 //
 //	SA_SCHEDULER_BIN      the binary (default: the first of scheduler/sharing-affinity-scheduler,
 //	                      scheduler/bin/sharing-affinity-scheduler that exists)
-//	SA_SCHEDULER_CONFIG   its KubeSchedulerConfiguration (default: the first YAML file under deploy/
-//	                      that holds one), adapted by AdaptSchedulerConfig
+//	SA_SCHEDULER_CONFIG   its KubeSchedulerConfiguration (default: deploy/config.yaml, else the first YAML
+//	                      file under deploy/ that holds one), adapted by AdaptSchedulerConfig
 //	SA_SCHEDULER_ARGS     extra arguments, space-separated (e.g. -v=2)
 //	SA_SCHEDULER_NAME     the schedulerName of the test pods (default: the first profile's)
 func SharingAffinityScheduler() SchedulerUnderTest {
@@ -102,7 +102,11 @@ func SharingAffinityScheduler() SchedulerUnderTest {
 	}
 	cfgPath := os.Getenv("SA_SCHEDULER_CONFIG")
 	if cfgPath == "" {
-		cfgPath = findSchedulerConfig(filepath.Join(root, "deploy"))
+		if _, err := os.Stat(filepath.Join(root, "deploy", "config.yaml")); err == nil {
+			cfgPath = filepath.Join(root, "deploy", "config.yaml") // for a checkout: relative guest path
+		} else {
+			cfgPath = findSchedulerConfig(filepath.Join(root, "deploy"))
+		}
 	}
 	if cfgPath == "" {
 		s.Missing = "no KubeSchedulerConfiguration for sharing-affinity-scheduler under deploy/ (set SA_SCHEDULER_CONFIG)"
