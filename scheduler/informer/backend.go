@@ -83,6 +83,23 @@ type Backend struct {
 	tombstones map[objectID]*tombstone
 	byRevision map[uint64]objectID
 	pending    map[string]pending
+
+	onChange atomic.Pointer[func()]
+}
+
+// OnChange sets a function called after every informer event of a DRA kind (not Pods or Nodes,
+// whose events reach kube-scheduler's queue itself): kube-scheduler v1.33 does not watch
+// resource.k8s.io/v1, so nothing else requeues a pod that only a claim, slice, class or taint
+// rule change makes schedulable.
+func (b *Backend) OnChange(f func()) { b.onChange.Store(&f) }
+
+func (b *Backend) changed(kind string) {
+	if kind == "Pod" || kind == "Node" {
+		return
+	}
+	if f := b.onChange.Load(); f != nil {
+		(*f)()
+	}
 }
 
 // New returns a backend over client; Start runs its informers.
@@ -203,8 +220,9 @@ func (b *Backend) Upsert(obj any) {
 		return
 	}
 	b.mu.Lock()
-	defer b.mu.Unlock()
 	b.put(o)
+	b.mu.Unlock()
+	b.changed(str(o, "kind"))
 }
 
 func (b *Backend) put(o map[string]any) {
@@ -235,6 +253,7 @@ func (b *Backend) Remove(obj any) {
 		return
 	}
 	id := idOf(o)
+	defer b.changed(id.kind)
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	e, ok := b.entries[id]

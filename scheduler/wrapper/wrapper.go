@@ -7,6 +7,7 @@ package wrapper
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	v1 "k8s.io/api/core/v1"
@@ -33,9 +34,13 @@ type Backend interface {
 // Plugin wraps the KSWE plugin. It implements the interfaces our guest exports (see
 // plugin/guest/src/scheduler_abi) and delegates each to the KSWE plugin by type assertion.
 type Plugin struct {
-	inner   framework.Plugin
-	host    *dramodule.Host
-	backend Backend
+	handle framework.Handle
+	// rejected are the pods the plugin failed since the last DRA change, to activate on the next.
+	mu       sync.Mutex
+	rejected map[string]*v1.Pod
+	inner    framework.Plugin
+	host     *dramodule.Host
+	backend  Backend
 }
 
 var (
@@ -63,7 +68,33 @@ func Factory(ctx context.Context, configuration runtime.Object, h framework.Hand
 	}
 	backend := informer.New(client)
 	backend.Start(ctx)
-	return New(ctx, config, h, backend)
+	p, err := New(ctx, config, h, backend)
+	if err != nil {
+		return nil, err
+	}
+	backend.OnChange(func() { p.activate(klog.FromContext(ctx)) })
+	return p, nil
+}
+
+// reject remembers a pod the plugin failed.
+func (p *Plugin) reject(pod *v1.Pod, s *framework.Status) {
+	if s.IsSuccess() || s.Code() == framework.Skip {
+		return
+	}
+	p.mu.Lock()
+	p.rejected[pod.Namespace+"/"+pod.Name] = pod
+	p.mu.Unlock()
+}
+
+// activate moves the pods the plugin failed back to the active queue (a DRA object changed).
+func (p *Plugin) activate(logger klog.Logger) {
+	p.mu.Lock()
+	pods := p.rejected
+	p.rejected = map[string]*v1.Pod{}
+	p.mu.Unlock()
+	if len(pods) > 0 && p.handle != nil {
+		p.handle.Activate(logger, pods)
+	}
 }
 
 // New creates the KSWE plugin with the module over backend and wraps it.
@@ -77,7 +108,7 @@ func New(ctx context.Context, config wasm.PluginConfig, h framework.Handle, back
 		_ = host.Close(ctx)
 		return nil, err
 	}
-	return &Plugin{inner: inner, host: host, backend: backend}, nil
+	return &Plugin{handle: h, rejected: map[string]*v1.Pod{}, inner: inner, host: host, backend: backend}, nil
 }
 
 // Inner is the KSWE plugin.
@@ -136,7 +167,9 @@ func (p *Plugin) EventsToRegister(ctx context.Context) ([]framework.ClusterEvent
 // PreFilter implements framework.PreFilterPlugin.
 func (p *Plugin) PreFilter(ctx context.Context, state *framework.CycleState, pod *v1.Pod) (*framework.PreFilterResult, *framework.Status) {
 	if pl, ok := p.inner.(framework.PreFilterPlugin); ok {
-		return pl.PreFilter(p.ctx(ctx, pod), state, pod)
+		r, s := pl.PreFilter(p.ctx(ctx, pod), state, pod)
+		p.reject(pod, s)
+		return r, s
 	}
 	return nil, missing("prefilter")
 }
@@ -147,7 +180,9 @@ func (p *Plugin) PreFilterExtensions() framework.PreFilterExtensions { return ni
 // Filter implements framework.FilterPlugin.
 func (p *Plugin) Filter(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node *framework.NodeInfo) *framework.Status {
 	if pl, ok := p.inner.(framework.FilterPlugin); ok {
-		return pl.Filter(p.ctx(ctx, pod), state, pod, node)
+		s := pl.Filter(p.ctx(ctx, pod), state, pod, node)
+		p.reject(pod, s)
+		return s
 	}
 	return nil
 }
@@ -190,7 +225,9 @@ func (p *Plugin) ScoreExtensions() framework.ScoreExtensions {
 // Reserve implements framework.ReservePlugin.
 func (p *Plugin) Reserve(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) *framework.Status {
 	if pl, ok := p.inner.(framework.ReservePlugin); ok {
-		return pl.Reserve(p.ctx(ctx, pod), state, pod, node)
+		s := pl.Reserve(p.ctx(ctx, pod), state, pod, node)
+		p.reject(pod, s)
+		return s
 	}
 	return nil
 }
