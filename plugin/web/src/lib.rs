@@ -1,4 +1,4 @@
-//! Thin wasm-bindgen adapter for the explainer page (issue 43, first increment): one function,
+//! Thin wasm-bindgen adapter for the explainer page: one function,
 //! [`explain`], that loads a recorded cycle into the core [`Plugin`] and runs each pending pod
 //! through PreFilter, Filter on every node, PreScore, Score, Reserve and Bind.
 //!
