@@ -59,8 +59,9 @@ type podOutcome struct {
 	Nodes       []nodeOutcome    `json:"nodes"`
 	Allocations []allocationJSON `json:"allocations"`
 	// Extended is the bound pod's status.extendedResourceClaimStatus (KEP-5004).
-	Extended *extendedStatus `json:"extendedResourceClaimStatus,omitempty"`
-	Error    *string         `json:"error,omitempty"`
+	Extended    *extendedStatus `json:"extendedResourceClaimStatus,omitempty"`
+	Error       *string         `json:"error,omitempty"`
+	Deallocated *string         `json:"deallocated,omitempty"`
 }
 
 type percentiles struct {
@@ -300,6 +301,7 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 			for _, n := range nodes {
 				out.Nodes = append(out.Nodes, nodeOutcome{Node: n.Node().Name, Code: code, Reason: reason})
 			}
+			r.postFilter(ctx, state, pod, out)
 			return out, nil
 		}
 		if result != nil && !result.AllNodes() {
@@ -338,6 +340,7 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 		}
 	}
 	if len(feasible) == 0 {
+		r.postFilter(ctx, state, pod, out)
 		return out, nil
 	}
 	scores, failed := r.scores(ctx, state, pod, feasible)
@@ -478,6 +481,39 @@ func (r *replayer) scores(ctx context.Context, state *framework.CycleState, pod 
 
 // unreserve runs Unreserve and drops the pod's pending allocations (docs/kswe-dra-extension.md
 // §2.2: the host drops them when the framework calls Unreserve).
+// postFilter runs PostFilter as kube-scheduler does when no node fits: only after every node was
+// rejected as Unschedulable or UnschedulableAndUnresolvable (an Error ends the cycle without it).
+// It records the claim the guest deallocated, and an Error status as the pod's error, as the Rust
+// replay does.
+func (r *replayer) postFilter(ctx context.Context, state *framework.CycleState, pod *corev1.Pod, out *podOutcome) {
+	pl, ok := r.plugin.(framework.PostFilterPlugin)
+	if !ok || len(out.Nodes) == 0 {
+		return
+	}
+	statuses := framework.NewDefaultNodeToStatus()
+	for _, n := range out.Nodes {
+		if n.Code != "Unschedulable" && n.Code != "UnschedulableAndUnresolvable" {
+			return
+		}
+		code := framework.Unschedulable
+		if n.Code == "UnschedulableAndUnresolvable" {
+			code = framework.UnschedulableAndUnresolvable
+		}
+		statuses.Set(n.Node, framework.NewStatus(code, n.Reason))
+	}
+	status := guarded(func() *framework.Status {
+		_, s := pl.PostFilter(ctx, state, pod, statuses)
+		return s
+	})
+	if status.Code() == framework.Error {
+		msg := "postfilter: " + display(status)
+		out.Error = &msg
+	}
+	if claim := r.store.TakeDeallocated(string(pod.UID)); claim != "" {
+		out.Deallocated = &claim
+	}
+}
+
 func (r *replayer) unreserve(ctx context.Context, state *framework.CycleState, pod *corev1.Pod, node string) {
 	if pl, ok := r.plugin.(framework.ReservePlugin); ok {
 		_ = guarded(func() *framework.Status { pl.Unreserve(ctx, state, pod, node); return nil })

@@ -86,6 +86,8 @@ type store struct {
 	pending    map[string]pending
 	// writes are the allocations written per pod UID, in call order.
 	writes map[string][]write
+	// deallocated is the claim PostFilter deallocated, per pod UID.
+	deallocated map[string]string
 	// feedCache is the last feed document with its cursor and revision.
 	feedCursor string
 	feedRev    uint64
@@ -94,12 +96,13 @@ type store struct {
 
 func newStore() *store {
 	return &store{
-		epoch:      nextEpoch.Add(1),
-		entries:    map[objectID]*entry{},
-		tombstones: map[objectID]*tombstone{},
-		byRevision: map[uint64]objectID{},
-		pending:    map[string]pending{},
-		writes:     map[string][]write{},
+		epoch:       nextEpoch.Add(1),
+		entries:     map[objectID]*entry{},
+		tombstones:  map[objectID]*tombstone{},
+		byRevision:  map[uint64]objectID{},
+		pending:     map[string]pending{},
+		writes:      map[string][]write{},
+		deallocated: map[string]string{},
 	}
 }
 

@@ -111,6 +111,7 @@ impl ComponentPlugin {
             live: None,
             journal: Vec::new(),
             cycle: None,
+            pod: None,
             replacements: 0,
         };
         engine.live = Some(engine.fresh_instance()?);
@@ -352,6 +353,12 @@ impl Live {
 enum Entry {
     /// A batch of object events.
     Events(Vec<Event>),
+    /// A pod's PostFilter that deallocated `claim`, after Filter on `nodes`.
+    Deallocated {
+        pod: String,
+        nodes: Vec<String>,
+        claim: String,
+    },
     /// A pod bound to a node, with the allocations `bind` returned.
     Bound {
         pod: String,
@@ -406,6 +413,8 @@ pub struct ComponentEngine {
     live: Option<Live>,
     journal: Vec<Entry>,
     cycle: Option<Cycle>,
+    /// The pod of the last PreFilter, successful or not (PostFilter runs after either).
+    pod: Option<String>,
     replacements: usize,
 }
 
@@ -557,6 +566,10 @@ impl ComponentEngine {
                     rebind(&mut live, limits, pod, node, allocations)
                         .with_context(|| format!("re-binding pod {pod} to node {node}"))?;
                 }
+                Entry::Deallocated { pod, nodes, claim } => {
+                    redeallocate(&mut live, limits, pod, nodes, claim)
+                        .with_context(|| format!("deallocating claim {claim} for pod {pod} again"))?;
+                }
             }
         }
         if let Some(cycle) = &mut self.cycle {
@@ -692,6 +705,7 @@ impl Engine for ComponentEngine {
         // A new cycle replaces the previous one; it is recorded once prefilter succeeded, so that a
         // restore after a trap in this very call does not run into the same trap.
         self.cycle = None;
+        self.pod = Some(pod.to_string());
         let status = self
             .call("prefilter", |l| l.plugin.call_prefilter(&mut l.store, pod))
             .map(|s| self.checked(s, "prefilter"));
@@ -770,6 +784,26 @@ impl Engine for ComponentEngine {
         }
     }
 
+    fn postfilter(&mut self, nodes: &[String]) -> (CoreStatus, Option<String>) {
+        let Some(pod) = self.pod.clone() else {
+            return (CoreStatus::error("postfilter called before prefilter"), None);
+        };
+        match self.call("postfilter", |l| l.plugin.call_postfilter(&mut l.store, &pod)) {
+            Ok((status, deallocated)) => {
+                let claim = deallocated.map(|d| d.claim);
+                if let Some(claim) = &claim {
+                    self.journal.push(Entry::Deallocated {
+                        pod,
+                        nodes: nodes.to_vec(),
+                        claim: claim.clone(),
+                    });
+                }
+                (self.checked(status, "postfilter"), claim)
+            }
+            Err(trap) => (trap, None),
+        }
+    }
+
     fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
         let pod = match &self.cycle {
             Some(cycle) => cycle.pod.clone(),
@@ -785,6 +819,27 @@ impl Engine for ComponentEngine {
             });
         }
         Ok(allocations)
+    }
+}
+
+/// Runs a pod's cycle that ended in a deallocation again on a replacement instance (PreFilter,
+/// Filter on the same nodes, PostFilter) and checks that the same claim is deallocated.
+fn redeallocate(live: &mut Live, limits: Limits, pod: &str, nodes: &[String], claim: &str) -> Result<()> {
+    let trap = |e| trap_error(e, &limits);
+    live.store.set_epoch_deadline(limits.deadline_ticks());
+    live.plugin.call_prefilter(&mut live.store, pod).map_err(trap)?;
+    for node in nodes {
+        live.store.set_epoch_deadline(limits.deadline_ticks());
+        live.plugin.call_filter(&mut live.store, node).map_err(trap)?;
+    }
+    live.store.set_epoch_deadline(limits.deadline_ticks());
+    let (_, again) = live.plugin.call_postfilter(&mut live.store, pod).map_err(trap)?;
+    match again {
+        Some(d) if d.claim == claim => Ok(()),
+        other => Err(format_err!(
+            "the replacement instance deallocated {:?} instead of {claim}",
+            other.map(|d| d.claim)
+        )),
     }
 }
 

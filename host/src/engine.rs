@@ -36,6 +36,10 @@ pub trait Engine {
         let _ = nodes;
         Status::success()
     }
+    /// PostFilter after no node passed Filter (or PreFilter rejected the pod); `nodes` are the
+    /// nodes the cycle Filtered. Returns the status and the claim (`namespace/name`) whose
+    /// allocation the plugin cleared, if any.
+    fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>);
     /// Score (0..=100) for a feasible node.
     fn score(&mut self, node: &str) -> Result<u32, Status>;
     /// Reserve on the chosen node; returns the allocation per claim.

@@ -69,6 +69,12 @@ impl Engine for NativeEngine {
         self.plugin.prescore(nodes)
     }
 
+    fn postfilter(&mut self, _nodes: &[String]) -> (Status, Option<String>) {
+        // The plugin clears the claim in its own state: nothing else holds it.
+        let answer = self.plugin.postfilter(&self.pod);
+        (answer.status, answer.deallocate.map(|(claim, _)| claim))
+    }
+
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         self.plugin.score(node)
     }

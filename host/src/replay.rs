@@ -358,6 +358,8 @@ pub struct PodOutcome {
     pub allocations: Vec<ClaimAllocation>,
     /// Why a pod with feasible nodes was not bound (a failed score, reserve or bind).
     pub error: Option<String>,
+    /// The claim PostFilter deallocated when no node fitted (`namespace/name`).
+    pub deallocated: Option<String>,
     /// KEP-5004: the bound pod's `status.extendedResourceClaimStatus` (the request mappings and
     /// the special claim's name), set by [`replay_with`] for pods bound with DRA-backed extended
     /// resources.
@@ -610,6 +612,7 @@ fn scheduling_cycle(
         nodes: Vec::new(),
         allocations: Vec::new(),
         error: None,
+        deallocated: None,
         extended: None,
     };
     let start = Instant::now();
@@ -626,6 +629,7 @@ fn scheduling_cycle(
                 score: None,
             })
             .collect();
+        postfilter(engine, nodes, &mut outcome);
         return (outcome, None);
     }
     let mut statuses: HashSet<Arc<Status>> = HashSet::new();
@@ -679,6 +683,7 @@ fn scheduling_cycle(
         }
     }
     let Some((_, node)) = best else {
+        postfilter(engine, nodes, &mut outcome);
         return (outcome, None);
     };
     if let Err(status) = engine.reserve(&node) {
@@ -694,6 +699,28 @@ fn scheduling_cycle(
         return (outcome, None);
     }
     (outcome, Some(node))
+}
+
+/// PostFilter when no node passed Filter, as kube-scheduler runs it: only after every node was
+/// rejected (Unschedulable or UnschedulableAndUnresolvable, by PreFilter or Filter; an `Error`
+/// ends the cycle without it). An error status is the pod's error, a deallocated claim is
+/// recorded.
+fn postfilter(engine: &mut dyn Engine, nodes: &[String], outcome: &mut PodOutcome) {
+    let rejected = |c| {
+        matches!(
+            c,
+            sharing_affinity_core::Code::Unschedulable
+                | sharing_affinity_core::Code::UnschedulableAndUnresolvable
+        )
+    };
+    if outcome.nodes.is_empty() || !outcome.nodes.iter().all(|n| rejected(n.status.code)) {
+        return;
+    }
+    let (status, deallocated) = engine.postfilter(nodes);
+    if status.code == sharing_affinity_core::Code::Error {
+        outcome.error = Some(format!("postfilter: {status}"));
+    }
+    outcome.deallocated = deallocated;
 }
 
 fn nanos(start: Instant) -> u64 {
@@ -732,6 +759,7 @@ mod tests {
             nodes,
             allocations: Vec::new(),
             error: None,
+            deallocated: None,
             extended: None,
         };
         let decided = Replay {
@@ -952,6 +980,10 @@ mod tests {
             } else {
                 Status::unschedulable("no")
             }
+        }
+        fn postfilter(&mut self, _nodes: &[String]) -> (Status, Option<String>) {
+            self.calls.push("postfilter".into());
+            (Status::unschedulable("still not schedulable"), None)
         }
         fn score(&mut self, node: &str) -> Result<u32, Status> {
             Ok(self

@@ -71,6 +71,8 @@ struct PodJson<'a> {
     extended: Option<&'a PodExtendedResourceClaimStatus>,
     #[serde(skip_serializing_if = "Option::is_none")]
     error: Option<&'a str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    deallocated: Option<&'a str>,
 }
 
 #[derive(Serialize)]
@@ -115,6 +117,7 @@ fn pod_json(p: &PodOutcome) -> PodJson<'_> {
             })
             .collect(),
         allocations: p.allocations.iter().map(allocation_json).collect(),
+        deallocated: p.deallocated.as_deref(),
         extended: p.extended.as_ref(),
         error: p.error.as_deref(),
     }
@@ -375,6 +378,7 @@ mod tests {
                     allocation,
                 }],
                 error: None,
+                deallocated: None,
                 extended: None,
             }],
             samples: Samples {

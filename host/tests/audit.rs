@@ -138,6 +138,9 @@ impl sharing_affinity_host::engine::Engine for Misbinding {
     fn filter(&mut self, node: &str) -> sharing_affinity_core::Status {
         self.0.filter(node)
     }
+    fn postfilter(&mut self, nodes: &[String]) -> (sharing_affinity_core::Status, Option<String>) {
+        self.0.postfilter(nodes)
+    }
     fn score(&mut self, node: &str) -> Result<u32, sharing_affinity_core::Status> {
         self.0.score(node)
     }

@@ -548,6 +548,10 @@ impl<E: Interruptible> Engine for Hostile<E> {
         }
         self.inner.filter(node)
     }
+    fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>) {
+        // PostFilter mutates (a deallocation): it is not interrupted and replayed.
+        self.inner.postfilter(nodes)
+    }
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         // The KSWE engine scores every feasible node in one guest call at the cycle's first
         // Score (the guest normalises over the PreScore nodes) and answers the others from that

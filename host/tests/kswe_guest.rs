@@ -56,6 +56,10 @@ impl Engine for Native {
     fn filter(&mut self, node: &str) -> Status {
         self.0.filter(node)
     }
+    fn postfilter(&mut self, _nodes: &[String]) -> (Status, Option<String>) {
+        let answer = self.0.postfilter(&self.1);
+        (answer.status, answer.deallocate.map(|(claim, _)| claim))
+    }
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         self.0.score(node)
     }

@@ -23,7 +23,7 @@ import (
 // Name is the import module name the guest uses.
 const Name = "sharing-affinity.dra/v1"
 
-// Results of allocation and pending_allocation (docs/kswe-dra-extension.md §2.2).
+// Results of allocation, pending_allocation and deallocation (docs/kswe-dra-extension.md §2.2, §2.3).
 const (
 	OK       int32 = 0
 	NotFound int32 = 1
@@ -41,6 +41,9 @@ type Backend interface {
 	SetPending(claim string, pod *corev1.Pod, allocation []byte) int32
 	// WriteAllocation writes claim's status.allocation and reserves it for pod (§2.2).
 	WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32
+	// Deallocate clears claim's status.allocation, status.reservedFor and status.devices if the
+	// claim is still at resourceVersion version and no pod other than pod uses it (§2.3).
+	Deallocate(claim, version string, pod *corev1.Pod) int32
 }
 
 type podKey struct{}
@@ -104,6 +107,15 @@ func New(ctx context.Context, s Backend) (*Host, error) {
 			stack[0] = api.EncodeI32(result)
 		}
 	}
+	deallocation := func(ctx context.Context, m api.Module, stack []uint64) {
+		claim := read(m, "deallocation", "claim", api.DecodeU32(stack[0]), api.DecodeU32(stack[1]))
+		version := read(m, "deallocation", "version", api.DecodeU32(stack[2]), api.DecodeU32(stack[3]))
+		result := NoPod
+		if pod := CurrentPod(ctx); pod != nil {
+			result = s.Deallocate(string(claim), string(version), pod)
+		}
+		stack[0] = api.EncodeI32(result)
+	}
 	b := r.NewHostModuleBuilder(Name)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(changes), params, results).
 		WithParameterNames("cursor", "cursor_len", "buf", "buf_limit").Export("changes")
@@ -111,6 +123,8 @@ func New(ctx context.Context, s Backend) (*Host, error) {
 		WithParameterNames("claim", "claim_len", "json", "json_len").Export("allocation")
 	b.NewFunctionBuilder().WithGoModuleFunction(writer("pending_allocation", true), params, results).
 		WithParameterNames("claim", "claim_len", "json", "json_len").Export("pending_allocation")
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(deallocation), params, results).
+		WithParameterNames("claim", "claim_len", "version", "version_len").Export("deallocation")
 	// Compile and InstantiateModule rather than b.Instantiate: the builder wraps its instance in a
 	// type that the import resolver cannot link (wazero v1.11 panics on it).
 	compiled, err := b.Compile(ctx)

@@ -128,6 +128,8 @@ pub struct CallStack {
     pub pending_allocations: Vec<DraWrite>,
     /// `sharing-affinity.dra/v1.allocation` calls accepted during this call.
     pub allocations: Vec<DraWrite>,
+    /// Claims `sharing-affinity.dra/v1.deallocation` cleared during this call.
+    pub deallocations: Vec<String>,
 }
 
 /// Settings fixed at plugin creation (upstream `PluginConfig` plus emulator switches).

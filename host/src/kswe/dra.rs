@@ -8,7 +8,10 @@
 //! - `pending_allocation(claim, claim_len, json, json_len) -> i32`: records an in-flight allocation
 //!   (Reserve), shown to other instances' feeds and dropped by Unreserve.
 //!
-//! The two writes return 0 or a [`DraError`] code and need a current pod (a framework callback).
+//! - `deallocation(claim, claim_len, version, version_len) -> i32`: clears the allocation of a
+//!   claim still at `metadata.resourceVersion` `version` that no other pod uses (PostFilter).
+//!
+//! The writes return 0 or a [`DraError`] code and need a current pod (a framework callback).
 
 use std::sync::Arc;
 
@@ -119,6 +122,26 @@ pub fn add_dra(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         "allocation",
         |mut c: C<'_>, claim: i32, claim_len: i32, json: i32, json_len: i32| {
             write_call(&mut c, "allocation", (claim, claim_len), (json, json_len), false)
+        },
+    )?;
+    linker.func_wrap(
+        MODULE_DRA,
+        "deallocation",
+        |mut c: C<'_>, claim: i32, claim_len: i32, version: i32, version_len: i32| {
+            let claim = read_str(&mut c, claim, claim_len, "deallocation", "claim")?;
+            let version = read_str(&mut c, version, version_len, "deallocation", "version")?;
+            let Some(pod) = c.data().stack.as_ref().and_then(|s| s.current_pod_object.clone()) else {
+                return Ok(DraError::NoPod as i32);
+            };
+            let shared = Arc::clone(&c.data().shared);
+            let result = shared.cluster().store.deallocate(&claim, &version, &pod);
+            if let Err(e) = result {
+                return Ok(e as i32);
+            }
+            if let Some(stack) = c.data_mut().stack.as_mut() {
+                stack.deallocations.push(claim);
+            }
+            Ok(0)
         },
     )?;
     linker.func_wrap(

@@ -387,6 +387,26 @@ impl Engine for KsweEngine {
         }
     }
 
+    fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>) {
+        let pod = match self.current("postfilter") {
+            Ok(p) => p,
+            Err(s) => return (s, None),
+        };
+        if !self.host.mask().filter {
+            return (Status::unschedulable("the plugin has no PostFilter"), None);
+        }
+        // kube-scheduler hands PostFilter the nodes' Filter codes; the guest reads its own cycle.
+        let statuses = nodes.iter().map(|n| (n.clone(), code::UNSCHEDULABLE)).collect();
+        match self.host.postfilter(&pod, &statuses) {
+            Ok((result, status)) => {
+                self.after(&status);
+                let deallocated = result.and_then(|r| r.deallocated.into_iter().next());
+                (to_status(&status), deallocated)
+            }
+            Err(e) => (host_error(e), None),
+        }
+    }
+
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         let pod = self.before("score")?;
         let mask = self.host.mask();

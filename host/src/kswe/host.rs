@@ -123,6 +123,9 @@ pub struct PostFilterResult {
     pub nominated_node_name: String,
     /// High 32 bits of the export's value (0 Noop, 1 Override; passed through).
     pub nominating_mode: i32,
+    /// Claims (`namespace/name`) the guest deallocated during the call
+    /// (`sharing-affinity.dra/v1.deallocation`).
+    pub deallocated: Vec<String>,
 }
 
 #[derive(Default)]
@@ -578,6 +581,7 @@ impl KsweHost {
                 let result = PostFilterResult {
                     nominated_node_name: stack.result_nominated_node_name.clone(),
                     nominating_mode: mode,
+                    deallocated: stack.deallocations.clone(),
                 };
                 Ok((Some(result), guest_status(code, &stack)))
             }

@@ -543,6 +543,31 @@ impl ObjectStore {
             .map_err(|_| DraError::Invalid)
     }
 
+    /// Clears `status.allocation`, `status.reservedFor` and `status.devices` of a claim
+    /// (PostFilter), only while its `metadata.resourceVersion` is still `version`, no pod other
+    /// than `pod` is in `status.reservedFor` and no allocation of it is pending (otherwise
+    /// [`DraError::Conflict`]).
+    pub fn deallocate(&mut self, claim: &str, version: &str, pod: &Pod) -> Result<u64, DraError> {
+        let id = (Kind::ResourceClaim, claim.to_string());
+        let Some(Object::ResourceClaim(mut c)) = self.entries.get(&id).map(|e| e.object.clone()) else {
+            return Err(DraError::NotFound);
+        };
+        let others = c
+            .status
+            .reserved_for
+            .iter()
+            .any(|r| r.uid != pod.metadata.uid || pod.metadata.uid.is_empty());
+        // A pending allocation is another pod's cycle in flight: not this PostFilter's to undo.
+        if c.metadata.resource_version.as_str() != version || others || self.pending.contains_key(claim) {
+            return Err(DraError::Conflict);
+        }
+        c.status.allocation = None;
+        c.status.reserved_for.clear();
+        c.status.devices.clear();
+        self.apply(Change::Update, Object::ResourceClaim(c))
+            .map_err(|_| DraError::Invalid)
+    }
+
     /// The change feed document for a cursor (see `docs/kswe-dra-extension.md`): every object
     /// changed after the cursor, in revision order. An empty, foreign or future cursor gets a
     /// resync: all live objects as `ADDED`, with `"resync":true`. In one page (tests; the

@@ -85,6 +85,7 @@ pub const DRA: &[HostFn] = &[
     f(MODULE_DRA, "changes", P4, R),
     f(MODULE_DRA, "allocation", P4, R),
     f(MODULE_DRA, "pending_allocation", P4, R),
+    f(MODULE_DRA, "deallocation", P4, R),
 ];
 
 /// WASI preview 1: the 46 functions of wazero's `wasi_snapshot_preview1` module.

@@ -1354,8 +1354,8 @@ fn binds_to_node_pins_a_network_attached_device_to_the_chosen_node() {
 #[test]
 fn a_claim_whose_binding_failed_is_unavailable_on_every_node() {
     // KEP-5007: an allocated device's binding failure condition reported True by the driver in
-    // the claim's status.devices makes the claim unusable (upstream's Filter); False, another
-    // condition, or another device's report does not.
+    // the claim's status.devices makes the claim unusable on every node (upstream's Filter);
+    // False, another condition, or another device's report does not.
     let run = |status: &str, reported: &str| {
         let mut result = dedicated("req-0", "device-1");
         result["bindingConditions"] = json!(["example.com/Attached"]);
@@ -1369,14 +1369,14 @@ fn a_claim_whose_binding_failed_is_unavailable_on_every_node() {
         (pre.clone(), p.filter(NODE))
     };
     let (pre, filter) = run("True", "device-1");
-    assert_eq!(pre.code, Code::Unschedulable, "{pre}");
+    assert!(pre.is_success(), "upstream's PreFilter goes on: {pre}");
+    assert_eq!(filter.code, Code::UnschedulableAndUnresolvable, "{filter}");
     assert!(
-        pre.reason.contains("default/claim-0")
-            && pre.reason.contains("example.com/AttachFailed is True")
-            && pre.reason.contains("fabric did not answer"),
-        "{pre}"
+        filter.reason.contains("default/claim-0")
+            && filter.reason.contains("example.com/AttachFailed is True")
+            && filter.reason.contains("fabric did not answer"),
+        "{filter}"
     );
-    assert_eq!(filter.code, Code::Unschedulable, "{filter}");
     for (status, reported) in [("False", "device-1"), ("True", "device-2")] {
         let (pre, filter) = run(status, reported);
         assert!(
@@ -1422,4 +1422,145 @@ fn device_1_and_pod_0_with(claim: &Claim) -> sharing_affinity_core::plugin::Plug
             pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
         ],
     )
+}
+
+/// node-1 and node-2 with device-1 each (pools pool-1 and pool-2), and pod-0 using `claim`
+/// (named claim-0); the pod's cycle Filters both nodes and returns PostFilter's answer.
+fn postfilter_after_two_nodes(claim: &Claim) -> sharing_affinity_core::plugin::PostFilter {
+    postfilter_and_plugin(claim).1
+}
+
+fn postfilter_and_plugin(
+    claim: &Claim,
+) -> (
+    sharing_affinity_core::plugin::Plugin,
+    sharing_affinity_core::plugin::PostFilter,
+) {
+    let mut s2 = slice("slice-2", "pool-2", 1, 1, &[device("device-1")]);
+    s2["spec"]["nodeName"] = json!("node-2");
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            node("node-2"),
+            class_a(),
+            slice1(&[device("device-1")]),
+            s2,
+            claim.json(),
+            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    let pod = format!("{NS}/pod-0");
+    assert!(p.prefilter(&pod).is_success());
+    for n in [NODE, "node-2"] {
+        let f = p.filter(n);
+        if n == "node-2" || !f.is_success() {
+            assert_eq!(f.code, Code::UnschedulableAndUnresolvable, "{n}: {f}");
+        }
+    }
+    let answer = p.postfilter(&pod);
+    (p, answer)
+}
+
+#[test]
+fn postfilter_deallocates_a_claim_unavailable_on_a_node_that_no_other_pod_uses() {
+    // Upstream's PostFilter: an allocated claim that was unavailable on at least one node and
+    // whose `reservedFor` is empty or holds only this pod is deallocated, one per attempt; a
+    // claim another pod uses is left alone.
+    let on_node_1 =
+        || claim("claim-0", &[req("req-0", "class-a")]).allocated(json!([dedicated("req-0", "device-1")]));
+    let mut c = on_node_1();
+    c.0["metadata"]["resourceVersion"] = json!("41");
+    let got = postfilter_after_two_nodes(&c);
+    assert_eq!(got.status.code, Code::Unschedulable);
+    assert_eq!(got.status.reason, "deallocation of ResourceClaim completed");
+    assert_eq!(
+        got.deallocate,
+        Some(("default/claim-0".to_string(), "41".to_string()))
+    );
+
+    let mut c = on_node_1();
+    c.0["status"]["reservedFor"] = json!([{"resource": "pods", "name": "pod-0", "uid": "uid-pod-0"}]);
+    assert!(
+        postfilter_after_two_nodes(&c).deallocate.is_some(),
+        "reserved only for this pod"
+    );
+
+    let mut c = on_node_1();
+    c.0["status"]["reservedFor"] = json!([{"resource": "pods", "name": "other", "uid": "uid-other"}]);
+    let got = postfilter_after_two_nodes(&c);
+    assert_eq!(
+        (got.status.reason.as_str(), got.deallocate),
+        ("still not schedulable", None)
+    );
+}
+
+#[test]
+fn postfilter_deallocates_a_claim_allocated_to_a_node_that_is_gone() {
+    // The claim's node selector names a node that no longer exists: it is unavailable on every
+    // node there is, and PostFilter deallocates it so that the next attempt allocates anew.
+    let mut c =
+        claim("claim-0", &[req("req-0", "class-a")]).allocated(json!([dedicated("req-0", "device-1")]));
+    c.0["status"]["allocation"]["nodeSelector"]["nodeSelectorTerms"][0]["matchFields"][0]["values"] =
+        json!(["node-gone"]);
+    let (mut p, got) = postfilter_and_plugin(&c);
+    assert_eq!(got.deallocate.map(|(k, _)| k).as_deref(), Some("default/claim-0"));
+    // The plugin's own state has the claim deallocated: the next attempt allocates it anew.
+    let stored = p.claim("default/claim-0").unwrap();
+    assert!(stored.status.allocation.is_none() && stored.status.reserved_for.is_empty());
+    assert_eq!(
+        schedule(&mut p, "pod-0"),
+        vec![vec![g("req-0", "device-1", false, None)]]
+    );
+}
+
+#[test]
+fn postfilter_deallocates_a_claim_whose_binding_failed() {
+    let mut result = dedicated("req-0", "device-1");
+    result["bindingConditions"] = json!(["example.com/Attached"]);
+    result["bindingFailureConditions"] = json!(["example.com/AttachFailed"]);
+    let mut c = claim("claim-0", &[req("req-0", "class-a")]).allocated(json!([result]));
+    c.0["status"]["allocation"]
+        .as_object_mut()
+        .unwrap()
+        .remove("nodeSelector");
+    c.0["status"]["devices"] = json!([{"driver": DRIVER, "pool": "pool-1", "device": "device-1",
+        "conditions": [{"type": "example.com/AttachFailed", "status": "True", "reason": "Timeout",
+                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]);
+    let got = postfilter_after_two_nodes(&c);
+    assert_eq!(got.deallocate.map(|(k, _)| k).as_deref(), Some("default/claim-0"));
+}
+
+#[test]
+fn postfilter_has_nothing_to_deallocate_for_pending_claims_or_a_failed_prefilter() {
+    // An unallocated claim that fits nowhere is not deallocated (nothing is allocated).
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            claim("claim-0", &[req("req-0", "class-a")]).json(),
+            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+            pod("pod-1", &["missing"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    let pod = format!("{NS}/pod-0");
+    assert!(p.prefilter(&pod).is_success());
+    assert!(!p.filter(NODE).is_success());
+    let got = p.postfilter(&pod);
+    assert_eq!(
+        (got.status.reason.as_str(), got.deallocate),
+        ("still not schedulable", None)
+    );
+    // PreFilter failed: the cycle holds no claims, as upstream's state after such a PreFilter.
+    let pod = format!("{NS}/pod-1");
+    assert!(!p.prefilter(&pod).is_success());
+    let got = p.postfilter(&pod);
+    assert_eq!(got.status.code, Code::Unschedulable);
+    assert_eq!(
+        (got.status.reason.as_str(), got.deallocate),
+        ("no new claims to deallocate", None)
+    );
+    // PostFilter for another pod than the cycle's is an error.
+    assert_eq!(p.postfilter(&format!("{NS}/pod-0")).status.code, Code::Error);
 }

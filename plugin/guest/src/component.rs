@@ -93,6 +93,20 @@ impl Guest for Component {
         )
     }
 
+    fn postfilter(pod: String) -> (Status, Option<Deallocation>) {
+        with_plugin(
+            || (not_configured(), None),
+            |plugin| {
+                let answer = plugin.postfilter(&pod);
+                let deallocate = answer.deallocate.map(|(claim, resource_version)| Deallocation {
+                    claim,
+                    resource_version,
+                });
+                (status(answer.status), deallocate)
+            },
+        )
+    }
+
     fn reserve(node: String) -> Result<Vec<ClaimAllocation>, Status> {
         with_plugin(
             || Err(not_configured()),

@@ -5,7 +5,9 @@ use std::cell::Cell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 
-use super::{ClaimAllocation, Cycle, CycleClaim, NodeMemo, NodeResult, Plugin, Reservation, Scoring};
+use super::{
+    ClaimAllocation, Cycle, CycleClaim, NodeMemo, NodeResult, Plugin, PostFilter, Reservation, Scoring,
+};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult};
 use crate::cel::CelCache;
@@ -122,6 +124,7 @@ impl Plugin {
                 let c = Cycle {
                     pod: pod.to_string(),
                     status: s.clone(),
+                    unusable: None,
                     claims: Vec::new(),
                     pending: Vec::new(),
                     affinity: Vec::new(),
@@ -153,6 +156,7 @@ impl Plugin {
             .clone();
         let ns = pod.metadata.namespace.clone();
         let mut claims = Vec::new();
+        let mut unusable = None;
         for entry in &pod.spec.resource_claims {
             let (name, generated) = match (&entry.resource_claim_name, &entry.resource_claim_template_name) {
                 (Some(n), None) => (n.clone(), None),
@@ -251,12 +255,12 @@ impl Plugin {
                     claim.status.reserved_for.len()
                 )));
             }
-            // Upstream's Filter finds such a claim unavailable on every node (and its PostFilter
-            // deallocates it, which this plugin does not: see the README's Status).
-            if let Some(why) = claim.status.binding_failure() {
-                return Err(Status::unschedulable(format!(
-                    "resource claim {key} is not available: {why}"
-                )));
+            // As upstream's Filter: such a claim is unavailable on every node, and PostFilter
+            // may deallocate it.
+            if unusable.is_none()
+                && let Some(why) = claim.status.binding_failure()
+            {
+                unusable = Some(format!("resource claim {key} is not available: {why}"));
             }
             claims.push(CycleClaim {
                 key,
@@ -311,6 +315,7 @@ impl Plugin {
         Ok(Cycle {
             pod: pod_key.to_string(),
             status: Status::success(),
+            unusable,
             extended: Cycle::any_extended(&claims, &pending),
             claims,
             pending,
@@ -365,6 +370,87 @@ impl Plugin {
         status
     }
 
+    /// PostFilter for the cycle's pod after no node passed Filter: picks an allocated claim of
+    /// the pod that was unavailable on at least one node Filtered in this cycle (its
+    /// `status.allocation.nodeSelector` did not match, or a binding failure condition of one of
+    /// its devices holds) and that no other pod uses (`status.reservedFor` is empty or holds
+    /// only this pod), and asks for its deallocation. Upstream picks one such claim at random;
+    /// this plugin takes the first in the pod's order, so that replays repeat.
+    ///
+    /// The plugin clears the claim's allocation in its own state at once (as [`Plugin::bind`]
+    /// records an allocation), and the host writes the same to the API server.
+    pub fn postfilter(&mut self, pod: &str) -> PostFilter {
+        let answer = self.postfilter_choice(pod);
+        if let Some((key, _)) = &answer.deallocate
+            && let Some(stored) = self.claims.get(key)
+        {
+            let mut claim = stored.clone();
+            claim.status.allocation = None;
+            claim.status.reserved_for.clear();
+            claim.status.devices.clear();
+            self.upsert(crate::object::Object::ResourceClaim(claim));
+        }
+        answer
+    }
+
+    fn postfilter_choice(&self, pod: &str) -> PostFilter {
+        let unschedulable = |reason: &str, deallocate| PostFilter {
+            status: Status::unschedulable(reason),
+            deallocate,
+        };
+        let cycle = match self.cycle("postfilter") {
+            Ok(c) if c.pod == pod => c,
+            Ok(c) => {
+                return PostFilter {
+                    status: Status::error(format!(
+                        "postfilter for pod {pod}, but the current cycle is for pod {}",
+                        c.pod
+                    )),
+                    deallocate: None,
+                };
+            }
+            Err(status) => {
+                return PostFilter {
+                    status,
+                    deallocate: None,
+                };
+            }
+        };
+        if cycle.claims.is_empty() {
+            return unschedulable("no new claims to deallocate", None);
+        }
+        let uid = self.pods.get(pod).map(|p| p.metadata.uid.as_str()).unwrap_or("");
+        for c in &cycle.claims {
+            if !c.extended.is_empty() {
+                continue;
+            }
+            let status = &c.claim.status;
+            let Some(allocation) = &status.allocation else {
+                continue;
+            };
+            let unavailable = status.binding_failure().is_some()
+                || allocation.node_selector.as_ref().is_some_and(|sel| {
+                    cycle.nodes.ids().any(|id| {
+                        self.nodes
+                            .by_id(id)
+                            .is_some_and(|(_, node)| matches!(node_selector::matches(sel, node), Ok(false)))
+                    })
+                });
+            let unused = match status.reserved_for.as_slice() {
+                [] => true,
+                [only] => !uid.is_empty() && only.uid == uid,
+                _ => false,
+            };
+            if unavailable && unused {
+                return unschedulable(
+                    "deallocation of ResourceClaim completed",
+                    Some((c.key.clone(), c.claim.metadata.resource_version.to_string())),
+                );
+            }
+        }
+        unschedulable("still not schedulable", None)
+    }
+
     /// Filter's result for the node named `node_name` (its id and object; `None`: not known).
     fn compute(&self, node: Option<(u32, &crate::model::Node)>, node_name: &str) -> NodeResult {
         let fail = |status: Status| NodeResult {
@@ -409,6 +495,9 @@ impl Plugin {
                     }
                 }
             }
+        }
+        if let Some(why) = &cycle.unusable {
+            return fail(Status::unresolvable(why.clone()));
         }
         if cycle.pending.is_empty() {
             return NodeResult {

@@ -56,6 +56,19 @@ pub enum EventKind {
     Delete,
 }
 
+/// PostFilter's answer when no node fits the cycle's pod: the status to return, and the claim
+/// whose allocation the host must clear (`status.allocation`, `status.reservedFor` and
+/// `status.devices`) so that the next attempt can allocate it again, as upstream's
+/// DynamicResources PostFilter does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PostFilter {
+    /// Always `Unschedulable`: PostFilter never makes the pod fit in this cycle.
+    pub status: Status,
+    /// The claim to deallocate (`namespace/name`), with the `metadata.resourceVersion` the plugin
+    /// saw, so that the host can refuse a claim that changed since.
+    pub deallocate: Option<(String, String)>,
+}
+
 /// The allocation chosen for one claim of the pod.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ClaimAllocation {
@@ -385,6 +398,16 @@ impl NodeResults {
         self.slots.clear();
     }
 
+    /// The ids of the nodes with a result in this cycle.
+    fn ids(&self) -> impl Iterator<Item = u32> {
+        let current = self.current;
+        self.slots
+            .iter()
+            .enumerate()
+            .filter(move |(_, s)| s.as_ref().is_some_and(|(c, _)| *c == current))
+            .map(|(i, _)| i as u32)
+    }
+
     fn values(&self) -> impl Iterator<Item = &NodeResult> + Clone {
         let current = self.current;
         self.slots
@@ -403,6 +426,9 @@ impl NodeResults {
 struct Cycle {
     pod: String,
     status: Status,
+    /// Why an allocated claim of the pod cannot be used on any node (a binding failure
+    /// condition of one of its devices holds): Filter's reason on every node.
+    unusable: Option<String>,
     claims: Vec<CycleClaim>,
     /// Indexes into `claims` of the claims that need allocation.
     pending: Vec<usize>,

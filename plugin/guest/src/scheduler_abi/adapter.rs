@@ -20,7 +20,7 @@ use prost::Message;
 use sharing_affinity_core::json;
 use sharing_affinity_core::model::AllocationResult;
 use sharing_affinity_core::object::{Kind, json_string, object_key};
-use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
+use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin, PostFilter};
 use sharing_affinity_core::{Code, FxHashMap, Status};
 
 use super::imports;
@@ -41,6 +41,8 @@ pub trait Backend: Sized {
     fn prescore(&mut self, nodes: &[String]) -> Status;
     /// Score for one node.
     fn score(&mut self, node: &str) -> Result<u32, Status>;
+    /// PostFilter for `namespace/name` after no node fitted.
+    fn postfilter(&mut self, pod: &str) -> PostFilter;
     /// Reserve on the chosen node.
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
     /// Unreserve the reservation of `pod` (`namespace/name`) on `node`.
@@ -74,6 +76,9 @@ impl Backend for Plugin {
     }
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         Plugin::score(self, node)
+    }
+    fn postfilter(&mut self, pod: &str) -> PostFilter {
+        Plugin::postfilter(self, pod)
     }
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::reserve(self, node)
@@ -143,6 +148,16 @@ pub fn write_error(code: i32) -> &'static str {
         1 => "the claim does not exist",
         2 => "the host rejected the allocation JSON",
         3 => "the claim is already allocated differently",
+        4 => "no pod is being scheduled",
+        _ => "unknown error",
+    }
+}
+
+/// The meaning of a non-zero result of `deallocation` (`docs/kswe-dra-extension.md` §2.3).
+pub fn deallocation_error(code: i32) -> &'static str {
+    match code {
+        1 => "the claim does not exist",
+        3 => "the claim changed since the plugin saw it, or another pod uses it",
         4 => "no pod is being scheduled",
         _ => "unknown error",
     }
@@ -463,6 +478,43 @@ impl<B: Backend> GuestState<B> {
             },
             Err(e) => (0, Reply::error(e)),
         }
+    }
+
+    /// PostFilter for `currentPod` (no node fitted): the core names an allocated claim of the pod
+    /// to deallocate, and the host clears it with `deallocation`. Runs also after a PreFilter
+    /// that failed, as kube-scheduler calls PostFilter then too; the core's cycle for the pod
+    /// then holds no claims.
+    pub fn postfilter(&mut self) -> Reply {
+        let pod = match self.current_pod() {
+            Ok(p) => p,
+            Err(e) => return Reply::error(e),
+        };
+        let answer = self.backend.postfilter(&pod.key);
+        if let Some((claim, resource_version)) = &answer.deallocate {
+            let code = imports::dra_deallocation(claim, resource_version);
+            if code != 0 {
+                // The core cleared the claim in its state: the next PreFilter resyncs.
+                self.cursor.clear();
+            }
+            if code == 3 {
+                // The claim changed since this instance saw it (another pod's binding cycle
+                // wrote it, for example): the change event requeues the pod, as upstream's
+                // conflict would after a backoff.
+                return Reply {
+                    code: Code::Unschedulable as i32,
+                    reason: format!(
+                        "still not schedulable: claim {claim} changed since PreFilter and was not deallocated"
+                    ),
+                };
+            }
+            if code != 0 {
+                return Reply::error(format!(
+                    "sharing-affinity.dra/v1.deallocation for claim {claim}: {} (code {code})",
+                    deallocation_error(code)
+                ));
+            }
+        }
+        answer.status.into()
     }
 
     /// Reserve: records the pod's reservation and signals each claim's allocation as pending.

@@ -26,6 +26,9 @@ thread_local! {
 /// Framework code Skip: Bind leaves binding to the default binder.
 const SKIP: i32 = 5;
 
+/// `framework.ModeNoop`: PostFilter's result nominates no node.
+const NOMINATE_NOOP: i32 = 0;
+
 fn with_state(f: impl FnOnce(&mut GuestState<Plugin>) -> Reply) -> Reply {
     STATE.with(|slot| with_slot(slot, f))
 }
@@ -96,6 +99,12 @@ pub fn score() -> i64 {
         reply
     }));
     pack(score as i32, code)
+}
+
+/// `postfilter() -> i64`: high word the nominating mode (always Noop: the plugin nominates no
+/// node), low word the code.
+pub fn postfilter() -> i64 {
+    pack(NOMINATE_NOOP, answer(with_state(GuestState::postfilter)))
 }
 
 /// `reserve() -> i32`.

@@ -101,6 +101,22 @@ unsafe extern "C" {
     fn dra_allocation_raw(claim: u32, claim_len: u32, json: u32, json_len: u32) -> i32;
     #[link_name = "pending_allocation"]
     fn dra_pending_allocation_raw(claim: u32, claim_len: u32, json: u32, json_len: u32) -> i32;
+    #[link_name = "deallocation"]
+    fn dra_deallocation_raw(claim: u32, claim_len: u32, version: u32, version_len: u32) -> i32;
+}
+
+/// `deallocation`: clears the allocation of `claim` (`namespace/name`) if its
+/// `metadata.resourceVersion` is still `resource_version`; 0 or an error code.
+pub fn dra_deallocation(claim: &str, resource_version: &str) -> i32 {
+    // SAFETY: the host only reads both strings within their lengths.
+    unsafe {
+        dra_deallocation_raw(
+            addr(claim.as_ptr()),
+            claim.len() as u32,
+            addr(resource_version.as_ptr()),
+            resource_version.len() as u32,
+        )
+    }
 }
 
 /// `changes`: the change feed since `cursor` (buf_limit protocol).
@@ -180,6 +196,13 @@ pub extern "C" fn prescore() -> i32 {
 #[unsafe(no_mangle)]
 pub extern "C" fn score() -> i64 {
     exports::score()
+}
+
+/// `postfilter() -> i64` (nominating mode in the high word, code in the low word).
+// SAFETY: unique exported symbol name.
+#[unsafe(no_mangle)]
+pub extern "C" fn postfilter() -> i64 {
+    exports::postfilter()
 }
 
 /// `reserve() -> i32`.

@@ -31,7 +31,9 @@ pub struct FakeHost {
     pub allocations: Vec<(String, String)>,
     /// Accepted `pending_allocation` calls: claim, JSON.
     pub pending: Vec<(String, String)>,
-    /// The code `allocation` and `pending_allocation` return (0 = accepted).
+    /// Accepted `deallocation` calls: claim, resourceVersion.
+    pub deallocations: Vec<(String, String)>,
+    /// The code `allocation`, `pending_allocation` and `deallocation` return (0 = accepted).
     pub write_result: i32,
 }
 
@@ -115,6 +117,17 @@ pub fn dra_pending_allocation(claim: &str, json: &str) -> i32 {
     with_host(|h| {
         if h.write_result == 0 {
             h.pending.push((claim.to_string(), json.to_string()));
+        }
+        h.write_result
+    })
+}
+
+/// `deallocation`.
+pub fn dra_deallocation(claim: &str, resource_version: &str) -> i32 {
+    with_host(|h| {
+        if h.write_result == 0 {
+            h.deallocations
+                .push((claim.to_string(), resource_version.to_string()));
         }
         h.write_result
     })

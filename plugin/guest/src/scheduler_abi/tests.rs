@@ -2,7 +2,7 @@
 
 use prost::Message;
 use sharing_affinity_core::model::{AllocationResult, Pod};
-use sharing_affinity_core::plugin::{ClaimAllocation, EventKind};
+use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, PostFilter};
 use sharing_affinity_core::{Code, Status};
 
 use std::cell::RefCell;
@@ -78,6 +78,13 @@ impl Backend for Fake {
             Err(Status::error("cannot score"))
         } else {
             Ok(73)
+        }
+    }
+    fn postfilter(&mut self, pod: &str) -> PostFilter {
+        self.calls.push(format!("postfilter {pod}"));
+        PostFilter {
+            status: Status::unschedulable("deallocation of ResourceClaim completed"),
+            deallocate: Some(("ns/c".into(), "7".into())),
         }
     }
     fn reserve(&mut self, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
@@ -391,6 +398,46 @@ fn reserve_and_prebind_hand_allocations_to_the_host() {
     assert_eq!(back, allocation("x"), "the JSON is the allocation");
     assert_eq!(s.backend().calls.last().map(String::as_str), Some("bind ns/p n1"));
     assert!(s.reservations().is_empty(), "bound: no longer in flight");
+}
+
+#[test]
+fn postfilter_asks_the_host_to_deallocate_the_claim_the_core_names() {
+    let mut s = cycle_for("p");
+    let reply = s.postfilter();
+    assert_eq!(
+        reply,
+        Reply {
+            code: Code::Unschedulable as i32,
+            reason: "deallocation of ResourceClaim completed".into()
+        }
+    );
+    assert_eq!(
+        s.backend().calls.last().map(String::as_str),
+        Some("postfilter ns/p")
+    );
+    assert_eq!(
+        with_host(|h| h.deallocations.clone()),
+        vec![("ns/c".to_string(), "7".to_string())],
+        "the claim and the resourceVersion the core saw"
+    );
+    // The host refuses because the claim changed since: Unschedulable (the change requeues the
+    // pod); any other refusal is an Error naming the claim and the meaning.
+    with_host(|h| h.write_result = 3);
+    let reply = s.postfilter();
+    assert_eq!(reply.code, Code::Unschedulable as i32);
+    assert!(
+        reply.reason.contains("claim ns/c changed since PreFilter"),
+        "{}",
+        reply.reason
+    );
+    with_host(|h| h.write_result = 1);
+    let reply = s.postfilter();
+    assert_eq!(reply.code, Code::Error as i32);
+    assert!(
+        reply.reason.contains("deallocation for claim ns/c") && reply.reason.contains("does not exist"),
+        "{}",
+        reply.reason
+    );
 }
 
 #[test]
