@@ -801,6 +801,48 @@ mod tests {
     }
 
     #[test]
+    fn deallocate_clears_the_allocation_only_at_the_version_seen_and_for_no_other_pod() {
+        let mut s = ObjectStore::new();
+        s.apply(Change::Add, claim("a")).unwrap();
+        let alloc: AllocationResult = serde_json::from_str(r#"{"devices":{"results":[]}}"#).unwrap();
+        let pod = |name: &str| -> Pod {
+            serde_json::from_str(&format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}"}}}}"#
+            ))
+            .unwrap()
+        };
+        let version = |s: &ObjectStore| match s.get(Kind::ResourceClaim, "ns/a") {
+            Some(Object::ResourceClaim(c)) => c.metadata.resource_version.to_string(),
+            _ => panic!("claim ns/a"),
+        };
+        assert_eq!(s.deallocate("ns/zz", "1", &pod("p")), Err(DraError::NotFound));
+        // Pending (another pod's cycle in flight): not PostFilter's to undo.
+        s.set_pending("ns/a", &pod("q"), alloc.clone()).unwrap();
+        let v = version(&s);
+        assert_eq!(s.deallocate("ns/a", &v, &pod("p")), Err(DraError::Conflict));
+        s.write_allocation("ns/a", &pod("q"), alloc.clone()).unwrap();
+        let v = version(&s);
+        assert_eq!(
+            s.deallocate("ns/a", &v, &pod("p")),
+            Err(DraError::Conflict),
+            "another pod is in reservedFor"
+        );
+        assert_eq!(
+            s.deallocate("ns/a", "1", &pod("q")),
+            Err(DraError::Conflict),
+            "an old version"
+        );
+        let c = cursor(&s.changes(""));
+        s.deallocate("ns/a", &v, &pod("q")).unwrap();
+        let doc = s.changes(&c);
+        assert_eq!(events(&doc), [("MODIFIED".into(), "a".into())]);
+        assert!(
+            !doc.contains("\"allocation\"") && !doc.contains("reservedFor"),
+            "{doc}"
+        );
+    }
+
+    #[test]
     fn write_allocation_sets_status_and_reserved_for_and_detects_conflicts() {
         let mut s = ObjectStore::new();
         s.apply(Change::Add, claim("a")).unwrap();

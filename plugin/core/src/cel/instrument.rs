@@ -283,6 +283,8 @@ fn plan(name: &str, member: bool, namespaced: bool, args: usize) -> Plan {
         | operators::GREATER
         | operators::GREATER_EQUALS => Plan::Compare,
         operators::IN => Plan::Size(&[1], 1000, Mode::List),
+        // `x.includes(y)` is `y in x` for a list target (upstream estimates it so).
+        "includes" if member => Plan::Size(&[0], 1000, Mode::List),
         "quote" if namespaced => Plan::Size(&[0], T, Mode::Traverse),
         "startsWith" | "endsWith" | "lowerAscii" | "upperAscii" | "trim" | "substring" | "charAt"
         | "reverse"

@@ -9,6 +9,9 @@
 //! - `semver(string)`, `semver(string, bool)` (normalize), `isSemver(string[, bool])`; on a
 //!   version: `major()`, `minor()`, `patch()`, `compareTo`, `isGreaterThan`, `isLessThan`.
 //! - `cel.bind(var, init, expr)`, a macro expanded after parsing ([`super::macros`]).
+//! - `x.includes(y)`, DRA's function for list-type attributes (KEP-5491): on a list, whether an
+//!   element equals `y`; on any other value, whether it equals `y`. A list longer than 48
+//!   elements (the most values an attribute holds) is an error, as upstream bounds the cost.
 //! - `matches(string, string)` and `string.matches(string)`, as cel-go's `matches` over Go's
 //!   `regexp` ([`super::re2`]): a constant pattern is compiled with the expression, a computed one
 //!   on each call.
@@ -16,7 +19,9 @@
 use std::cmp::Ordering;
 use std::sync::{Arc, LazyLock};
 
-use cel::common::types::{BOOL_TYPE, CelBool, CelDouble, CelInt, CelString, INT_TYPE, STRING_TYPE};
+use cel::common::types::{
+    BOOL_TYPE, CelBool, CelDouble, CelInt, CelList, CelString, DYN_TYPE, INT_TYPE, STRING_TYPE,
+};
 use cel::common::value::{CowVal, FromVal, Val};
 use cel::{DeclarationError, Env, ExecutionError};
 
@@ -81,6 +86,14 @@ pub(super) fn build() -> Result<Env, DeclarationError> {
     env.add_member_overload("isLessThan", "semver_is_less_than", s(), vec![s()], v_lt)?;
     env.add_member_overload("compareTo", "semver_compare_to", s(), vec![s()], v_cmp)?;
 
+    env.add_member_overload(
+        "includes",
+        "dra_includes_dyn_dyn",
+        DYN_TYPE,
+        vec![DYN_TYPE],
+        includes,
+    )?;
+
     // `matches` with a constant pattern, compiled once (see `compile::precompile_regexes`).
     let re = || REGEX_TYPE.to_owned();
     env.add_member_overload("matches", "@matches_regex", str_(), vec![re()], regex_matches)?;
@@ -99,6 +112,34 @@ pub(super) fn build() -> Result<Env, DeclarationError> {
 
     cost::register(&mut env)?;
     Ok(env)
+}
+
+/// `ResourceSliceMaxAttributeValuesPerDevice`: the most values a list-type attribute holds, and so
+/// the longest list `includes` searches.
+const MAX_ATTRIBUTE_VALUES: usize = 48;
+
+/// `target.includes(arg)`: list membership, or equality for a value that is not a list.
+fn includes<'b, 'v>(args: Vec<CowVal<'b, 'v>>) -> Res<'b, 'v> {
+    let [target, arg] = args.as_slice() else {
+        return Err(ExecutionError::invalid_argument_count(2, args.len()));
+    };
+    let (target, arg) = (target.as_ref(), arg.as_ref());
+    let found = match target.downcast_ref::<CelList>() {
+        Some(list) => {
+            let items = list.inner();
+            if items.len() > MAX_ATTRIBUTE_VALUES {
+                return Err(ExecutionError::function_error(
+                    "includes",
+                    format!(
+                        "'includes' function cannot be applied to lists longer than {MAX_ATTRIBUTE_VALUES} values"
+                    ),
+                ));
+            }
+            items.iter().any(|item| item.as_ref().equals(arg))
+        }
+        None => target.equals(arg),
+    };
+    owned(CelBool::from(found))
 }
 
 /// Argument `i`, of the Rust type its overload was declared with.

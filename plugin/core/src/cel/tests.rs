@@ -280,6 +280,50 @@ fn device_attributes_capacity_and_domains() {
             True,
             "int list",
         ),
+        // KEP-5491's `includes`: membership on a list, equality on a scalar, so one selector
+        // serves a driver that publishes either.
+        (
+            r#"device.attributes["dra.example.com"].tags.includes("big")"#,
+            "gpu",
+            True,
+            "includes on a string list",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].tags.includes("slow")"#,
+            "gpu",
+            False,
+            "includes: not in the list",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].ints.includes(3) && !device.attributes["dra.example.com"].ints.includes(4)"#,
+            "gpu",
+            True,
+            "includes on an int list",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].versions.includes(semver("2.0.0"))"#,
+            "gpu",
+            True,
+            "includes on a version list compares versions",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].model.includes("A100-SXM") && device.attributes["dra.example.com"].count.includes(8)"#,
+            "gpu",
+            True,
+            "includes on scalars is equality",
+        ),
+        (
+            r#"device.attributes["dra.example.com"].model.includes("A100")"#,
+            "gpu",
+            False,
+            "includes on a string scalar is not substring search",
+        ),
+        (
+            r#"[0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8,9,0,1,2,3,4,5,6,7,8].includes(9)"#,
+            "gpu",
+            Runtime("cannot be applied to lists longer than 48 values"),
+            "includes is bounded by the most values an attribute holds",
+        ),
         (
             r#"device.attributes["dra.example.com"].ints.all(i, i > 0) && size(device.attributes["dra.example.com"].ints) == 3"#,
             "gpu",
