@@ -1071,9 +1071,18 @@ mod tests {
         );
         assert_eq!(
             engine.calls,
-            ["prefilter ns/p"],
-            "no filter after a failed prefilter"
+            ["prefilter ns/p", "postfilter"],
+            "no filter after a failed prefilter, then PostFilter as kube-scheduler runs it"
         );
+        // An Error ends the cycle without PostFilter.
+        let mut engine = Scripted {
+            prefilter: Status::error("broken"),
+            feasible: vec![],
+            bind_fails: false,
+            calls: vec![],
+        };
+        replay(&mut engine, &cluster(&["n1", "n2"]), &mut || {}).unwrap();
+        assert_eq!(engine.calls, ["prefilter ns/p"], "no PostFilter after an Error");
     }
 
     /// A reason repeated on every node is kept once per pod: a 10 KiB selector error on 2,000
