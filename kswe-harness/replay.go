@@ -178,6 +178,7 @@ func runReplay(ctx context.Context, c *cluster, opts options) (*report, error) {
 	for _, object := range c.objects {
 		s.Add(object)
 	}
+	s.clock = recordingTime(c.objects)
 	host, err := dramodule.New(ctx, s)
 	if err != nil {
 		return nil, fmt.Errorf("the sharing-affinity.dra/v1 host module: %w", err)

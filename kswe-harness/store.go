@@ -88,6 +88,8 @@ type store struct {
 	writes map[string][]write
 	// deallocated is the claim PostFilter deallocated, per pod UID.
 	deallocated map[string]string
+	// clock is what Now answers (Unix seconds): the recording's time.
+	clock int64
 	// feedCache is the last feed document with its cursor and revision.
 	feedCursor string
 	feedRev    uint64

@@ -351,7 +351,9 @@ class Checker:
                 if p is None or p["metadata"]["uid"] != r["uid"] or \
                         p["spec"].get("nodeName") not in ((node, None) if waited else (node,)):
                     self.err("%s: reservedFor %s does not match a pod bound to %s" % (label, r["name"], node))
-            if not reserved:
+            # Unreserve after a PreBind that gave up waiting leaves such a claim allocated and
+            # reserved for no pod, until a PostFilter deallocates it.
+            if not reserved and not waited:
                 self.err(label + ": allocated but not reserved")
             req_names = {r["name"] for r in c["spec"]["devices"]["requests"]}
             for res in alloc["devices"]["results"]:

@@ -590,7 +590,7 @@ def binding_conditions():
         return dict(dev, bindsToNode=True, bindingConditions=[mem + "/Attached"],
                     bindingFailureConditions=[mem + "/AttachFailed"])
 
-    fabric = c.device_slice("node-a", mem, [attached(device("mem-%d" % n, multi=False)) for n in range(2)],
+    fabric = c.device_slice("node-a", mem, [attached(device("mem-%d" % n, multi=False)) for n in range(3)],
                             "f9w3c", pool="fabric-0")
     # Reachable from every node: no nodeName, no node owner.
     del fabric["spec"]["nodeName"]
@@ -617,6 +617,18 @@ def binding_conditions():
          "reason": "LinkDown", "status": "True", "type": mem + "/AttachFailed"}],
         "device": "mem-1", "driver": mem, "pool": "fabric-0"}]
     c.pod("hpc", "solver-2", [("mem", "claim", "failed-mem")], created=2)
+    # solver-3's earlier attempt allocated mem-2 1,700 s before the recording; the driver never
+    # reported Attached True, PreBind gave up and Unreserve removed the pod: the binding timed out.
+    alloc = c.allocation("node-a", [("hpc", "stale-mem", "mem", mem, "fabric-0", "mem-2", None, False)])
+    for r in alloc["devices"]["results"]:
+        r["bindingConditions"] = [mem + "/Attached"]
+        r["bindingFailureConditions"] = [mem + "/AttachFailed"]
+    stale = c.claim("hpc", "stale-mem", [exact("mem", "mem.fabric.example.com")], allocation=alloc)
+    stale["status"]["devices"] = [{"conditions": [
+        {"lastTransitionTime": "2026-01-01T00:00:30Z", "message": "waiting for the fabric manager",
+         "reason": "Pending", "status": "False", "type": mem + "/Attached"}],
+        "device": "mem-2", "driver": mem, "pool": "fabric-0"}]
+    c.pod("hpc", "solver-3", [("mem", "claim", "stale-mem")], created=3)
     write(c, name)
 
 

@@ -353,6 +353,8 @@ impl Live {
 enum Entry {
     /// A batch of object events.
     Events(Vec<Event>),
+    /// The host's clock, set before a PreFilter or Bind (Unix seconds).
+    Time(i64),
     /// A pod's PostFilter that deallocated `claim`, after Filter on `nodes`.
     Deallocated {
         pod: String,
@@ -566,6 +568,12 @@ impl ComponentEngine {
                     rebind(&mut live, limits, pod, node, allocations)
                         .with_context(|| format!("re-binding pod {pod} to node {node}"))?;
                 }
+                Entry::Time(now) => {
+                    live.store.set_epoch_deadline(limits.deadline_ticks());
+                    live.plugin
+                        .call_set_time(&mut live.store, *now)
+                        .map_err(|e| trap_error(e, &limits))?;
+                }
                 Entry::Deallocated { pod, nodes, claim } => {
                     redeallocate(&mut live, limits, pod, nodes, claim)
                         .with_context(|| format!("deallocating claim {claim} for pod {pod} again"))?;
@@ -699,6 +707,21 @@ impl Engine for ComponentEngine {
             rejected.extend(errors.into_iter().map(|e| e.message));
         }
         Ok(rejected)
+    }
+
+    fn set_clock(&mut self, unix_seconds: i64) {
+        // A trap here is replayed with the journal on the next call (which restores first).
+        if self
+            .call("set-time", |l| l.plugin.call_set_time(&mut l.store, unix_seconds))
+            .is_ok()
+        {
+            // Only the last time counts until the next other entry.
+            if let Some(Entry::Time(last)) = self.journal.last_mut() {
+                *last = unix_seconds;
+            } else {
+                self.journal.push(Entry::Time(unix_seconds));
+            }
+        }
     }
 
     fn prefilter(&mut self, pod: &str) -> CoreStatus {

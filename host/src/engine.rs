@@ -25,6 +25,9 @@ pub trait Engine {
             )),
         }
     }
+    /// Sets the plugin's clock (Unix seconds): the replay's time, before each PreFilter and
+    /// Bind.
+    fn set_clock(&mut self, unix_seconds: i64);
     /// PreFilter for the pod `namespace/name`.
     fn prefilter(&mut self, pod: &str) -> Status;
     /// Filter for one node.

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sharing-affinity replay CLUSTER.json|SCENARIO_DIR [--engine native|component|kswe] [--plugin FILE.wasm]
-//!     [--config CONFIG.json] [--output table|json] [--explain] [--binding sync|async]
+//!     [--config CONFIG.json] [--output table|json] [--explain] [--binding sync|async] [--now TIME]
 //!     [--guest-time-limit T] [--guest-memory-limit M] [--guest-stack-limit S] [--guest-args ARG...]
 //! sharing-affinity generate --nodes N --devices-per-node D [--pods P] [--running R] [--affinity-keys K]
 //!     [--groups G] [--profile nic|gpu|fpga|rdma|plain] [--seed S] [--extractors-in-config] [--burst B]
@@ -240,6 +240,15 @@ struct ReplayArgs {
     /// auditor; violations are listed and the exit status is 3.
     #[arg(long)]
     audit: bool,
+    /// The plugin's clock during the replay (RFC 3339), against which binding timeouts are
+    /// measured. Default: the newest creation or allocation timestamp in the input.
+    #[arg(long, value_name = "TIME", value_parser = parse_now)]
+    now: Option<i64>,
+}
+
+/// `--now`: an RFC 3339 time as Unix seconds.
+fn parse_now(text: &str) -> Result<i64, String> {
+    sharing_affinity_core::time::parse_rfc3339(text).map(|(seconds, _)| seconds)
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
@@ -430,7 +439,10 @@ fn read_config(path: Option<&Path>) -> Result<String> {
 /// when objects were rejected.
 fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
     let (cluster_path, config_path) = resolve_inputs(&args.cluster, args.config.as_ref())?;
-    let cluster = read_cluster(&cluster_path)?;
+    let mut cluster = read_cluster(&cluster_path)?;
+    if let Some(now) = args.now {
+        cluster.now = now;
+    }
     let config = read_config(config_path.as_deref())?;
     let mut engine = make_engine(args, &config)?;
     let mut trail = match args.audit {

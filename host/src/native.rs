@@ -56,6 +56,10 @@ impl Engine for NativeEngine {
         Ok(())
     }
 
+    fn set_clock(&mut self, unix_seconds: i64) {
+        self.plugin.set_time(unix_seconds);
+    }
+
     fn prefilter(&mut self, pod: &str) -> Status {
         self.pod = pod.to_string();
         self.plugin.prefilter(pod)

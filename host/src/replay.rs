@@ -33,6 +33,11 @@ use crate::engine::Engine;
 pub struct Cluster {
     /// The objects of the kinds the plugin uses, in input order.
     pub objects: Vec<Object>,
+    /// The replay's clock, in Unix seconds: the newest `metadata.creationTimestamp` of an object
+    /// or `status.allocation.allocationTimestamp` of a claim in the input (a recording is at
+    /// least that recent), and never before 0 (the Unix epoch). The clock stands still during the replay: no
+    /// time passes between cycles. `replay --now` sets it.
+    pub now: i64,
     /// Objects that failed to decode, one message each (they are not loaded). The messages are
     /// those the plugin gives for the object alone, so they read the same on every engine;
     /// [`Cluster::invalid_at`] says where each error is in the input.
@@ -115,6 +120,7 @@ impl Cluster {
         pending.sort();
         let errors_at: Vec<usize> = parsed.errors.iter().map(|e| e.offset().unwrap_or(0)).collect();
         Ok(Cluster {
+            now: recording_time(&parsed.objects),
             invalid: parsed
                 .errors
                 .iter()
@@ -175,6 +181,27 @@ impl Cluster {
 /// size: a generated cluster of thousands of nodes is over the plugin's per-input limit
 /// ([`sharing_affinity_core::object::MAX_INPUT_BYTES`]), and its objects reach the plugin one
 /// event at a time, each under it.
+/// See [`Cluster::now`].
+fn recording_time(objects: &[Object]) -> i64 {
+    let stamps = objects.iter().flat_map(|o| {
+        let created = o.metadata().creation_timestamp.as_str();
+        let allocated = match o {
+            Object::ResourceClaim(c) => c
+                .status
+                .allocation
+                .as_ref()
+                .and_then(|a| a.allocation_timestamp.as_deref()),
+            _ => None,
+        };
+        [Some(created), allocated]
+    });
+    stamps
+        .flatten()
+        .filter_map(|t| sharing_affinity_core::time::parse_rfc3339(t).ok())
+        .map(|(seconds, _)| seconds)
+        .fold(0, i64::max)
+}
+
 fn parse_documents(json: &str) -> Result<Parsed> {
     let mut parsed = Parsed::default();
     let mut index = 0;
@@ -468,6 +495,7 @@ pub fn replay_with(
     engine
         .load_refused(&cluster.refused)
         .context("handing the plugin the objects it rejects")?;
+    engine.set_clock(cluster.now);
     let mut samples = Samples::default();
     let mut pods: Vec<PodOutcome> = Vec::with_capacity(cluster.pending.len());
     // The pod (index into `pods`) whose binding cycle waits, and its node.
@@ -981,6 +1009,7 @@ mod tests {
                 Status::unschedulable("no")
             }
         }
+        fn set_clock(&mut self, _unix_seconds: i64) {}
         fn postfilter(&mut self, _nodes: &[String]) -> (Status, Option<String>) {
             self.calls.push("postfilter".into());
             (Status::unschedulable("still not schedulable"), None)
@@ -1013,6 +1042,7 @@ mod tests {
     fn cluster(nodes: &[&str]) -> Cluster {
         Cluster {
             objects: Vec::new(),
+            now: 0,
             invalid: vec!["bad object".into()],
             invalid_at: vec![Position::default()],
             objects_at: Vec::new(),

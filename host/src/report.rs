@@ -303,7 +303,13 @@ fn devices(pod: &PodOutcome) -> String {
             return "(no node fits: the cluster has no nodes)".into();
         }
         let counts: Vec<String> = counts.iter().map(|(code, n)| format!("{n} {code}")).collect();
-        return format!("(no node fits: {})", counts.join(", "));
+        return match &pod.deallocated {
+            Some(claim) => format!(
+                "(no node fits: {}; PostFilter deallocated {claim})",
+                counts.join(", ")
+            ),
+            None => format!("(no node fits: {})", counts.join(", ")),
+        };
     }
     let mut parts = Vec::new();
     for a in &pod.allocations {

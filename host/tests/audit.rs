@@ -138,6 +138,9 @@ impl sharing_affinity_host::engine::Engine for Misbinding {
     fn filter(&mut self, node: &str) -> sharing_affinity_core::Status {
         self.0.filter(node)
     }
+    fn set_clock(&mut self, unix_seconds: i64) {
+        self.0.set_clock(unix_seconds)
+    }
     fn postfilter(&mut self, nodes: &[String]) -> (sharing_affinity_core::Status, Option<String>) {
         self.0.postfilter(nodes)
     }

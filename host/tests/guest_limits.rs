@@ -548,6 +548,9 @@ impl<E: Interruptible> Engine for Hostile<E> {
         }
         self.inner.filter(node)
     }
+    fn set_clock(&mut self, unix_seconds: i64) {
+        self.inner.set_clock(unix_seconds)
+    }
     fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>) {
         // PostFilter mutates (a deallocation): it is not interrupted and replayed.
         self.inner.postfilter(nodes)

@@ -56,6 +56,9 @@ impl Engine for Native {
     fn filter(&mut self, node: &str) -> Status {
         self.0.filter(node)
     }
+    fn set_clock(&mut self, unix_seconds: i64) {
+        self.0.set_time(unix_seconds);
+    }
     fn postfilter(&mut self, _nodes: &[String]) -> (Status, Option<String>) {
         let answer = self.0.postfilter(&self.1);
         (answer.status, answer.deallocate.map(|(claim, _)| claim))

@@ -44,6 +44,8 @@ type Backend interface {
 	// Deallocate clears claim's status.allocation, status.reservedFor and status.devices if the
 	// claim is still at resourceVersion version and no pod other than pod uses it (§2.3).
 	Deallocate(claim, version string, pod *corev1.Pod) int32
+	// Now is the backend's clock in Unix seconds (§2.4).
+	Now() int64
 }
 
 type podKey struct{}
@@ -116,6 +118,9 @@ func New(ctx context.Context, s Backend) (*Host, error) {
 		}
 		stack[0] = api.EncodeI32(result)
 	}
+	now := func(_ context.Context, _ api.Module, stack []uint64) {
+		stack[0] = api.EncodeI64(s.Now())
+	}
 	b := r.NewHostModuleBuilder(Name)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(changes), params, results).
 		WithParameterNames("cursor", "cursor_len", "buf", "buf_limit").Export("changes")
@@ -125,6 +130,8 @@ func New(ctx context.Context, s Backend) (*Host, error) {
 		WithParameterNames("claim", "claim_len", "json", "json_len").Export("pending_allocation")
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(deallocation), params, results).
 		WithParameterNames("claim", "claim_len", "version", "version_len").Export("deallocation")
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(now), nil, []api.ValueType{api.ValueTypeI64}).
+		Export("now")
 	// Compile and InstantiateModule rather than b.Instantiate: the builder wraps its instance in a
 	// type that the import resolver cannot link (wazero v1.11 panics on it).
 	compiled, err := b.Compile(ctx)

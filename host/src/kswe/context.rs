@@ -173,6 +173,8 @@ pub struct Cluster {
     /// Fault injection for tests: the next call of this `k8s.io/scheduler` getter traps (once),
     /// as a Go host panic would. Set with `KsweHost::inject_trap`.
     pub trap_next: Option<String>,
+    /// What `sharing-affinity.dra/v1.now` answers, in Unix seconds (the replay's clock).
+    pub now: i64,
 }
 
 /// The most klog records (and, apart, recorded events) the host keeps until they are taken; a

@@ -10,6 +10,7 @@
 //!
 //! - `deallocation(claim, claim_len, version, version_len) -> i32`: clears the allocation of a
 //!   claim still at `metadata.resourceVersion` `version` that no other pod uses (PostFilter).
+//! - `now() -> i64`: the host's clock in Unix seconds (the replay's time).
 //!
 //! The writes return 0 or a [`DraError`] code and need a current pod (a framework callback).
 
@@ -124,6 +125,9 @@ pub fn add_dra(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
             write_call(&mut c, "allocation", (claim, claim_len), (json, json_len), false)
         },
     )?;
+    linker.func_wrap(MODULE_DRA, "now", |c: C<'_>| -> i64 {
+        c.data().shared.cluster().now
+    })?;
     linker.func_wrap(
         MODULE_DRA,
         "deallocation",

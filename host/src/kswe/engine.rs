@@ -333,6 +333,10 @@ impl Engine for KsweEngine {
             .collect())
     }
 
+    fn set_clock(&mut self, unix_seconds: i64) {
+        self.host.cluster().now = unix_seconds;
+    }
+
     fn prefilter(&mut self, pod: &str) -> Status {
         self.restore = false;
         let found = self.host.cluster().store.pod(pod).cloned();

@@ -86,6 +86,7 @@ pub const DRA: &[HostFn] = &[
     f(MODULE_DRA, "allocation", P4, R),
     f(MODULE_DRA, "pending_allocation", P4, R),
     f(MODULE_DRA, "deallocation", P4, R),
+    f(MODULE_DRA, "now", &[], &[I64]),
 ];
 
 /// WASI preview 1: the 46 functions of wazero's `wasi_snapshot_preview1` module.

@@ -59,6 +59,15 @@ pub struct Config {
     /// `firstAvailable` lists, as upstream's DynamicResources does.
     #[serde(default = "yes")]
     pub consolidate: bool,
+    /// How long an allocation may wait for its devices' binding conditions (KEP-5007) before
+    /// the claim is unavailable and PostFilter may deallocate it: upstream's DynamicResources
+    /// `bindingTimeout`, 600 seconds by default.
+    #[serde(default = "binding_timeout")]
+    pub binding_timeout_seconds: u64,
+}
+
+fn binding_timeout() -> u64 {
+    600
 }
 
 impl Default for Config {
@@ -66,6 +75,7 @@ impl Default for Config {
         Config {
             sharing_affinity: Vec::new(),
             consolidate: true,
+            binding_timeout_seconds: binding_timeout(),
         }
     }
 }
@@ -100,6 +110,13 @@ impl Config {
             let path = if e.path.is_empty() { "." } else { &e.path };
             Error::Config(format!("field {path}: {}", e.error))
         })?;
+        if !(1..=i64::MAX as u64 / 2).contains(&config.binding_timeout_seconds) {
+            return Err(Error::Config(format!(
+                "field bindingTimeoutSeconds: {} is out of range (1 to {})",
+                config.binding_timeout_seconds,
+                i64::MAX / 2
+            )));
+        }
         let cache = CelCache::new();
         for (i, ex) in config.sharing_affinity.iter().enumerate() {
             let at = format!("sharingAffinity[{i}]");

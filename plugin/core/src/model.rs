@@ -1283,6 +1283,34 @@ impl ResourceClaimStatus {
         }
         None
     }
+
+    /// Why the allocation can no longer be used, if its binding timed out (KEP-5007): a device
+    /// of the allocation has binding conditions that are not all `True` in `status.devices`, and
+    /// `allocationTimestamp + timeout` is before `now` (Unix seconds). An allocation without a
+    /// timestamp never times out, as upstream's.
+    pub fn binding_timed_out(&self, now: i64, timeout: u64) -> Option<String> {
+        let allocation = self.allocation.as_ref()?;
+        let stamp = allocation.allocation_timestamp.as_deref()?;
+        let (at, _) = crate::time::parse_rfc3339(stamp).ok()?;
+        if at.saturating_add(timeout as i64) >= now {
+            return None;
+        }
+        allocation.devices.results.iter().find_map(|r| {
+            if r.binding_conditions.is_empty() {
+                return None;
+            }
+            let status = self.devices.iter().find(|d| {
+                d.driver == r.driver && d.pool == r.pool && d.device == r.device && d.share_id == r.share_id
+            });
+            let pending = r.binding_conditions.iter().find(|want| {
+                !status.is_some_and(|s| s.conditions.iter().any(|c| &c.type_ == *want && c.status == "True"))
+            })?;
+            Some(format!(
+                "binding of device {}/{}/{} timed out: condition {pending} is not True {timeout}s after the allocation at {stamp}",
+                r.driver, r.pool, r.device
+            ))
+        })
+    }
 }
 
 /// `ResourceClaimConsumerReference`.

@@ -126,9 +126,9 @@ impl Object {
         }
     }
 
-    /// `namespace/name` for namespaced objects, `name` otherwise.
-    pub fn key(&self) -> String {
-        let meta = match self {
+    /// The object's metadata.
+    pub fn metadata(&self) -> &crate::model::ObjectMeta {
+        match self {
             Object::Node(o) => &o.metadata,
             Object::Pod(o) => &o.metadata,
             Object::ResourceSlice(o) => &o.metadata,
@@ -136,7 +136,12 @@ impl Object {
             Object::ResourceClaim(o) => &o.metadata,
             Object::ResourceClaimTemplate(o) => &o.metadata,
             Object::DeviceTaintRule(o) => &o.metadata,
-        };
+        }
+    }
+
+    /// `namespace/name` for namespaced objects, `name` otherwise.
+    pub fn key(&self) -> String {
+        let meta = self.metadata();
         object_key(&meta.namespace, &meta.name)
     }
 

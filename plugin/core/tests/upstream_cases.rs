@@ -1564,3 +1564,133 @@ fn postfilter_has_nothing_to_deallocate_for_pending_claims_or_a_failed_prefilter
     // PostFilter for another pod than the cycle's is an error.
     assert_eq!(p.postfilter(&format!("{NS}/pod-0")).status.code, Code::Error);
 }
+
+/// claim-0 allocated (at `stamp`, if any) with device-1, whose binding condition
+/// `example.com/Attached` the driver reported as `attached`.
+fn waiting_for_binding(stamp: Option<&str>, attached: &str) -> Claim {
+    let mut result = dedicated("req-0", "device-1");
+    result["bindingConditions"] = json!(["example.com/Attached"]);
+    result["bindingFailureConditions"] = json!(["example.com/AttachFailed"]);
+    let mut c = claim("claim-0", &[req("req-0", "class-a")]).allocated(json!([result]));
+    if let Some(stamp) = stamp {
+        c.0["status"]["allocation"]["allocationTimestamp"] = json!(stamp);
+    }
+    c.0["status"]["devices"] = json!([{"driver": DRIVER, "pool": "pool-1", "device": "device-1",
+        "conditions": [{"type": "example.com/Attached", "status": attached, "reason": "Waiting",
+                        "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]);
+    c
+}
+
+#[test]
+fn a_claim_whose_binding_timed_out_is_unavailable_and_postfilter_deallocates_it() {
+    // KEP-5007: an allocation whose device's binding conditions are not all True
+    // `bindingTimeoutSeconds` (600 by default) after its `allocationTimestamp` is unavailable on
+    // every node, and PostFilter deallocates it. Within the timeout, with the conditions True,
+    // without a timestamp, or before the host set a time, it is usable.
+    let at = "2026-01-01T00:00:00Z";
+    let (t0, _) = sharing_affinity_core::time::parse_rfc3339(at).unwrap();
+    let run = |c: &Claim, config: &str, now: Option<i64>| {
+        let mut p = plugin(
+            config,
+            &[
+                node(NODE),
+                class_a(),
+                slice1(&[device("device-1")]),
+                c.json(),
+                pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+            ],
+        );
+        if let Some(now) = now {
+            p.set_time(now);
+        }
+        let pod = format!("{NS}/pod-0");
+        assert!(p.prefilter(&pod).is_success());
+        let filter = p.filter(NODE);
+        (filter, p.postfilter(&pod).deallocate.map(|(claim, _)| claim))
+    };
+    let (filter, deallocated) = run(&waiting_for_binding(Some(at), "False"), "", Some(t0 + 601));
+    assert_eq!(filter.code, Code::UnschedulableAndUnresolvable, "{filter}");
+    assert!(
+        filter.reason.contains("default/claim-0")
+            && filter
+                .reason
+                .contains("example.com/Attached is not True 600s after the allocation"),
+        "{filter}"
+    );
+    assert_eq!(deallocated.as_deref(), Some("default/claim-0"));
+    for (c, config, now, why) in [
+        (
+            waiting_for_binding(Some(at), "False"),
+            "",
+            Some(t0 + 600),
+            "at the timeout",
+        ),
+        (
+            waiting_for_binding(Some(at), "True"),
+            "",
+            Some(t0 + 6000),
+            "conditions met",
+        ),
+        (
+            waiting_for_binding(None, "False"),
+            "",
+            Some(t0 + 6000),
+            "no timestamp",
+        ),
+        (waiting_for_binding(Some(at), "False"), "", None, "no time set"),
+        (
+            waiting_for_binding(Some(at), "False"),
+            r#"{"bindingTimeoutSeconds": 7200}"#,
+            Some(t0 + 6000),
+            "a longer timeout",
+        ),
+    ] {
+        let (filter, deallocated) = run(&c, config, now);
+        assert!(filter.is_success(), "{why}: {filter}");
+        assert_eq!(deallocated, None, "{why}");
+    }
+    match sharing_affinity_core::plugin::Plugin::new(r#"{"bindingTimeoutSeconds": 0}"#) {
+        Err(e) => assert!(e.to_string().contains("bindingTimeoutSeconds"), "{e}"),
+        Ok(_) => panic!("a zero binding timeout is refused"),
+    }
+}
+
+#[test]
+fn bind_stamps_allocations_that_wait_for_binding_conditions() {
+    // Upstream's PreBind records `allocationTimestamp` for the binding timeout; an allocation of
+    // devices without binding conditions is not stamped, nor any before the host set a time.
+    let run = |conditions: bool, now: Option<i64>| {
+        let mut d = device("device-1");
+        if conditions {
+            d = d.binding_conditions(&["example.com/Attached"]);
+        }
+        let mut p = plugin(
+            "",
+            &[
+                node(NODE),
+                class_a(),
+                slice1(&[d]),
+                claim("claim-0", &[req("req-0", "class-a")]).json(),
+                pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+            ],
+        );
+        if let Some(now) = now {
+            p.set_time(now);
+        }
+        schedule(&mut p, "pod-0");
+        let stored = p.claim("default/claim-0").unwrap();
+        stored
+            .status
+            .allocation
+            .as_ref()
+            .unwrap()
+            .allocation_timestamp
+            .clone()
+    };
+    assert_eq!(
+        run(true, Some(1_767_225_600)).as_deref(),
+        Some("2026-01-01T00:00:00Z")
+    );
+    assert_eq!(run(false, Some(1_767_225_600)), None);
+    assert_eq!(run(true, None), None);
+}

@@ -93,6 +93,10 @@ impl Guest for Component {
         )
     }
 
+    fn set_time(unix_seconds: i64) {
+        with_plugin(|| (), |plugin| plugin.set_time(unix_seconds));
+    }
+
     fn postfilter(pod: String) -> (Status, Option<Deallocation>) {
         with_plugin(
             || (not_configured(), None),

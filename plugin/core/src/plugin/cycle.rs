@@ -258,7 +258,13 @@ impl Plugin {
             // As upstream's Filter: such a claim is unavailable on every node, and PostFilter
             // may deallocate it.
             if unusable.is_none()
-                && let Some(why) = claim.status.binding_failure()
+                && let Some(why) = claim.status.binding_failure().or_else(|| {
+                    self.now.and_then(|now| {
+                        claim
+                            .status
+                            .binding_timed_out(now, self.config.binding_timeout_seconds)
+                    })
+                })
             {
                 unusable = Some(format!("resource claim {key} is not available: {why}"));
             }
@@ -428,7 +434,13 @@ impl Plugin {
             let Some(allocation) = &status.allocation else {
                 continue;
             };
+            let timed_out = self.now.is_some_and(|now| {
+                status
+                    .binding_timed_out(now, self.config.binding_timeout_seconds)
+                    .is_some()
+            });
             let unavailable = status.binding_failure().is_some()
+                || timed_out
                 || allocation.node_selector.as_ref().is_some_and(|sel| {
                     cycle.nodes.ids().any(|id| {
                         self.nodes
@@ -1099,7 +1111,28 @@ impl Plugin {
                 )));
             }
         }
-        let r = self.reservations.remove(pod).expect("checked above");
+        let mut r = self.reservations.remove(pod).expect("checked above");
+        // As upstream's PreBind: an allocation whose devices have binding conditions records
+        // when it was made, for the binding timeout.
+        if let Some(now) = self.now {
+            let stamp = crate::time::format_rfc3339(now);
+            for a in &mut r.allocations {
+                let waits = a
+                    .allocation
+                    .devices
+                    .results
+                    .iter()
+                    .any(|d| !d.binding_conditions.is_empty());
+                if waits && a.allocation.allocation_timestamp.is_none() {
+                    a.allocation.allocation_timestamp = Some(stamp.clone());
+                    if let Some(claim) = self.inflight.get_mut(&a.claim)
+                        && let Some(allocation) = &mut claim.status.allocation
+                    {
+                        allocation.allocation_timestamp = Some(stamp.clone());
+                    }
+                }
+            }
+        }
         for a in &r.allocations {
             if let Some(mut claim) = self.inflight.remove(&a.claim) {
                 // Moves from in-flight to stored: contributions stay the same (the stored object

@@ -514,6 +514,9 @@ pub struct Plugin {
     /// Claims our Bind allocated, with the `resourceVersion` the allocation was recorded on:
     /// events up to that version predate the Bind.
     bound_at: HashMap<String, u64>,
+    /// The time the host last gave ([`Plugin::set_time`]), in Unix seconds: binding timeouts are
+    /// measured against it, and Bind stamps allocations with it.
+    now: Option<i64>,
     /// Warnings not yet taken ([`Plugin::take_warnings`]), and every warning given (each once).
     warnings: Vec<String>,
     warned: HashSet<String>,
@@ -548,10 +551,18 @@ impl Plugin {
             spare_results: NodeResults::default(),
             reservations: BTreeMap::new(),
             bound_at: HashMap::default(),
+            now: None,
             warnings: Vec::new(),
             warned: HashSet::default(),
             rejected: Rejected::default(),
         })
+    }
+
+    /// Sets the current time (Unix seconds), as the host's clock reads it. Hosts set it before
+    /// each PreFilter and Bind. Until it is set no binding times out and Bind stamps no
+    /// `allocationTimestamp`.
+    pub fn set_time(&mut self, unix_seconds: i64) {
+        self.now = Some(unix_seconds);
     }
 
     /// Applies one object event. The object is Kubernetes JSON.

@@ -43,6 +43,8 @@ pub trait Backend: Sized {
     fn score(&mut self, node: &str) -> Result<u32, Status>;
     /// PostFilter for `namespace/name` after no node fitted.
     fn postfilter(&mut self, pod: &str) -> PostFilter;
+    /// The current time (Unix seconds), before PreFilter and Bind.
+    fn set_time(&mut self, unix_seconds: i64);
     /// Reserve on the chosen node.
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
     /// Unreserve the reservation of `pod` (`namespace/name`) on `node`.
@@ -79,6 +81,9 @@ impl Backend for Plugin {
     }
     fn postfilter(&mut self, pod: &str) -> PostFilter {
         Plugin::postfilter(self, pod)
+    }
+    fn set_time(&mut self, unix_seconds: i64) {
+        Plugin::set_time(self, unix_seconds)
     }
     fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Plugin::reserve(self, node)
@@ -427,6 +432,7 @@ impl<B: Backend> GuestState<B> {
         {
             return Reply::error(format!("currentPod {key}: {e}"));
         }
+        self.backend.set_time(imports::dra_now());
         let status = self.backend.prefilter(&key);
         for w in self.backend.take_warnings() {
             log_at(1, "sharing-affinity: warning", &[("warning", &w)]);
@@ -608,6 +614,7 @@ impl<B: Backend> GuestState<B> {
         if self.cycle.as_ref().is_some_and(|c| c.uid == pod.uid) {
             self.cycle = None;
         }
+        self.backend.set_time(imports::dra_now());
         match self.backend.bind(&r.pod, &node) {
             Ok(allocations) => self.write_back(&allocations, false),
             Err(status) => {

@@ -103,6 +103,14 @@ unsafe extern "C" {
     fn dra_pending_allocation_raw(claim: u32, claim_len: u32, json: u32, json_len: u32) -> i32;
     #[link_name = "deallocation"]
     fn dra_deallocation_raw(claim: u32, claim_len: u32, version: u32, version_len: u32) -> i32;
+    #[link_name = "now"]
+    fn dra_now_raw() -> i64;
+}
+
+/// `now`: the host's clock in Unix seconds.
+pub fn dra_now() -> i64 {
+    // SAFETY: no arguments, no memory access.
+    unsafe { dra_now_raw() }
 }
 
 /// `deallocation`: clears the allocation of `claim` (`namespace/name`) if its

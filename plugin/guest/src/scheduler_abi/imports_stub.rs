@@ -31,6 +31,8 @@ pub struct FakeHost {
     pub allocations: Vec<(String, String)>,
     /// Accepted `pending_allocation` calls: claim, JSON.
     pub pending: Vec<(String, String)>,
+    /// What `now` returns (Unix seconds).
+    pub now: i64,
     /// Accepted `deallocation` calls: claim, resourceVersion.
     pub deallocations: Vec<(String, String)>,
     /// The code `allocation`, `pending_allocation` and `deallocation` return (0 = accepted).
@@ -131,4 +133,9 @@ pub fn dra_deallocation(claim: &str, resource_version: &str) -> i32 {
         }
         h.write_result
     })
+}
+
+/// `now`.
+pub fn dra_now() -> i64 {
+    with_host(|h| h.now)
 }

@@ -18,6 +18,8 @@ use super::proto;
 struct Fake {
     generation: u32,
     calls: Vec<String>,
+    /// `set_time` calls.
+    times: Vec<i64>,
 }
 
 thread_local! {
@@ -79,6 +81,9 @@ impl Backend for Fake {
         } else {
             Ok(73)
         }
+    }
+    fn set_time(&mut self, unix_seconds: i64) {
+        self.times.push(unix_seconds);
     }
     fn postfilter(&mut self, pod: &str) -> PostFilter {
         self.calls.push(format!("postfilter {pod}"));
@@ -380,6 +385,26 @@ fn prescore_passes_the_filtered_node_list_and_rejects_bad_json() {
             .contains("filteredNodeList: not a JSON array of node names"),
         "{}",
         reply.reason
+    );
+}
+
+#[test]
+fn prefilter_and_prebind_give_the_core_the_hosts_time() {
+    let mut s = cycle_for("p");
+    with_host(|h| {
+        h.node = "n1".into();
+        h.now = 1_767_225_600;
+    });
+    assert_eq!(s.reserve().code, 0);
+    assert_eq!(s.permit().code, 0);
+    assert_eq!(s.prebind().code, 0);
+    assert_eq!(s.backend().times.last(), Some(&1_767_225_600), "set before Bind");
+    with_host(|h| h.now = 1_767_225_700);
+    assert_eq!(s.prefilter().code, 0);
+    assert_eq!(
+        s.backend().times.last(),
+        Some(&1_767_225_700),
+        "set before PreFilter"
     );
 }
 
