@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/util/retry"
@@ -67,7 +68,7 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	t.Cleanup(cancel)
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Namespaces: []string{"shared", "capacity", "templates", "affinity", "taints", "restart"},
+		Namespaces: []string{"shared", "capacity", "templates", "affinity", "taints", "restart", "gone"},
 		Logf:       t.Logf,
 	})
 	if err != nil {
@@ -101,6 +102,7 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 		{"affinity", e.affinity},
 		{"device-taint-rule", e.taintRule},
 		{"scheduler-restart", e.restart},
+		{"node-gone", e.nodeGone},
 	} {
 		if !t.Run(sc.name, sc.f) {
 			ok = false
@@ -337,6 +339,40 @@ func (e *env) taintRule(t *testing.T) {
 			t.Errorf("claim %s on %s, want eth2 (eth1 is tainted NoSchedule)", n, st.Allocated[n])
 		}
 	}
+}
+
+// nodeGone: claim c1 is allocated (status written here) to a NIC of a node that no longer
+// exists, reserved for no pod. Pod p1 uses it: no node fits (the allocation's node selector
+// matches none), and PostFilter deallocates the claim, as upstream's DynamicResources PostFilter
+// does; the claim's update requeues the pod, which is then bound with a new allocation on the
+// node that exists.
+func (e *env) nodeGone(t *testing.T) {
+	ns := "gone"
+	e.nodes(t, ns, 1, 1, 4)
+	c := e.cp.Client
+	cl, err := c.ResourceV1().ResourceClaims(ns).Create(e.ctx, scenario.Claim(ns, "c1", "subnet-a", 1), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ghost := "gone-ghost"
+	cl.Status.Allocation = &resourcev1.AllocationResult{
+		Devices: resourcev1.DeviceAllocationResult{Results: []resourcev1.DeviceRequestAllocationResult{
+			{Request: "nic", Driver: scenario.Driver, Pool: ghost, Device: "eth1"},
+		}},
+		NodeSelector: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+			MatchFields: []corev1.NodeSelectorRequirement{{Key: "metadata.name", Operator: corev1.NodeSelectorOpIn, Values: []string{ghost}}},
+		}}},
+	}
+	if _, err := c.ResourceV1().ResourceClaims(ns).UpdateStatus(e.ctx, cl, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	e.pod(t, ns, "p1", "c1", "")
+	bound := e.waitBound(t, ns, "p1")
+	got := e.claim(t, ns, "c1").Status.Allocation
+	if got == nil || len(got.Devices.Results) != 1 || got.Devices.Results[0].Pool != "gone-n1" {
+		t.Fatalf("claim c1 after PostFilter and a new attempt: %+v (pod on %s)", got, bound["p1"])
+	}
+	e.inspect(t, ns)
 }
 
 // release deletes pod NAME and deallocates and deletes its claim NAME, as the kubelet and the

@@ -46,6 +46,7 @@ type Plugin struct {
 var (
 	_ framework.PreFilterPlugin   = (*Plugin)(nil)
 	_ framework.FilterPlugin      = (*Plugin)(nil)
+	_ framework.PostFilterPlugin  = (*Plugin)(nil)
 	_ framework.PreScorePlugin    = (*Plugin)(nil)
 	_ framework.ScorePlugin       = (*Plugin)(nil)
 	_ framework.ReservePlugin     = (*Plugin)(nil)
@@ -185,6 +186,17 @@ func (p *Plugin) Filter(ctx context.Context, state *framework.CycleState, pod *v
 		return s
 	}
 	return nil
+}
+
+// PostFilter implements framework.PostFilterPlugin: when no node fits, the guest may deallocate
+// an allocated claim of the pod that was unavailable on a node and that no other pod uses
+// (docs/kswe-dra-extension.md §2.3), as upstream's DynamicResources PostFilter does. The claim's
+// update then re-activates the pod.
+func (p *Plugin) PostFilter(ctx context.Context, state *framework.CycleState, pod *v1.Pod, statuses framework.NodeToStatusReader) (*framework.PostFilterResult, *framework.Status) {
+	if pl, ok := p.inner.(framework.PostFilterPlugin); ok {
+		return pl.PostFilter(p.ctx(ctx, pod), state, pod, statuses)
+	}
+	return nil, framework.NewStatus(framework.Unschedulable)
 }
 
 // PreScore implements framework.PreScorePlugin.
