@@ -239,7 +239,11 @@ fn guest_exports_the_documented_hooks_only() {
         "no normalizescore: Score normalises over PreScore's nodes"
     );
     assert!(mask.has(bits::PRE_SCORE), "prescore gives the feasible nodes");
-    assert!(!mask.has(bits::POST_FILTER) && !mask.has(bits::ENQUEUE));
+    assert!(mask.has(bits::POST_FILTER), "postfilter deallocates");
+    assert!(
+        !mask.has(bits::ENQUEUE),
+        "no enqueue: KSWE's event table cannot name the resource.k8s.io resources"
+    );
     let module = wasmtime::Module::new(&wasmtime::Engine::default(), guest_wasm()).unwrap();
     let mut imports: Vec<String> = module
         .imports()
@@ -258,6 +262,8 @@ fn guest_exports_the_documented_hooks_only() {
             "k8s.io/scheduler.result.status_reason",
             "sharing-affinity.dra/v1.allocation",
             "sharing-affinity.dra/v1.changes",
+            "sharing-affinity.dra/v1.deallocation",
+            "sharing-affinity.dra/v1.now",
             "sharing-affinity.dra/v1.pending_allocation",
         ],
         "no WASI, nothing else"
@@ -273,6 +279,7 @@ fn guest_exports_the_documented_hooks_only() {
         "_start",
         "prefilter",
         "filter",
+        "postfilter",
         "prescore",
         "score",
         "reserve",

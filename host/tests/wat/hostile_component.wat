@@ -10,7 +10,8 @@
 ;;   y  a status reason with a garbage pointer and length (0xffff0000, 0x7fffffff)
 ;;   anything else: success (score 50) with an empty reason.
 ;; configure succeeds, update rejects nothing, reserve and bind return no allocation, unreserve
-;; succeeds. Strings the host passes in are allocated by a bump allocator above 64 KiB.
+;; succeeds, set-time is ignored, postfilter deallocates nothing. Strings the host passes in are
+;; allocated by a bump allocator above 64 KiB.
 ;; The `nodes` interface does the same by node index: a name's index is the address of an 8-byte
 ;; cell holding it (pointer, length); `filter` and `score` act on that name, answer `error` when the
 ;; act left a reason (or a garbage area), and `last-reason` returns what the act wrote; `scores`
@@ -172,6 +173,15 @@
   (func (export "unreserve") (param i32 i32 i32 i32) (result i32)
     (i32.store8 (i32.const 16) (i32.const 0))
     (i32.const 16))
+  ;; set-time: func(unix-seconds: s64): ignored
+  (func (export "set-time") (param i64))
+  ;; postfilter: func(pod: string) -> tuple<status, option<deallocation>>: (unschedulable, "",
+  ;; none), written at 96 (code, reason pointer and length, then the option's tag at 108)
+  (func (export "postfilter") (param i32 i32) (result i32)
+    (i32.store8 (i32.const 96) (i32.const 2))
+    (i64.store (i32.const 100) (i64.const 0))
+    (i32.store8 (i32.const 108) (i32.const 0))
+    (i32.const 96))
   ;; bind: func(pod: string, node: string) -> result<list<claim-allocation>, status>: ok([])
   (func (export "bind") (param i32 i32 i32 i32) (result i32)
     (i32.store8 (i32.const 16) (i32.const 0))
