@@ -8,6 +8,9 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sharing-affinity/kswe-harness/dramodule"
 )
 
 // cluster is a recorded cycle (testdata/<scenario>/cluster.json, optionally config.json).
@@ -56,41 +59,42 @@ func loadCluster(path string) (*cluster, error) {
 			c.rejected = append(c.rejected, fmt.Sprintf("items[%d]: %v", i, err))
 			continue
 		}
-		id := idOf(object)
-		if !feedKinds[id.kind] {
+		id := dramodule.IDOf(object)
+		if !dramodule.Kinds[id.Kind] {
 			continue
 		}
-		if str(object, "metadata", "name") == "" {
-			c.rejected = append(c.rejected, fmt.Sprintf("items[%d] (%s): field metadata.name: missing", i, id.kind))
+		if name, _, _ := unstructured.NestedString(object, "metadata", "name"); name == "" {
+			c.rejected = append(c.rejected, fmt.Sprintf("items[%d] (%s): field metadata.name: missing", i, id.Kind))
 			continue
 		}
-		switch id.kind {
+		switch id.Kind {
 		case "Pod":
 			var pod corev1.Pod
 			if err := json.Unmarshal(item, &pod); err != nil {
-				c.rejected = append(c.rejected, fmt.Sprintf("Pod %s: %v", id.key, err))
+				c.rejected = append(c.rejected, fmt.Sprintf("Pod %s: %v", id.Key, err))
 				continue
 			}
 			input := object
 			if object, err = corev1Fields(&pod, "Pod"); err != nil {
-				return nil, fmt.Errorf("Pod %s: %w", id.key, err)
+				return nil, fmt.Errorf("Pod %s: %w", id.Key, err)
 			}
 			// k8s.io/api v0.33 has no status.extendedResourceClaimStatus (KEP-5004): the
 			// store keeps the input's.
 			keepExtendedStatus(input, object)
 			if pod.Spec.NodeName == "" {
-				pending = append(pending, pendingPod{str(input, "metadata", "creationTimestamp"), id.key})
+				created, _, _ := unstructured.NestedString(input, "metadata", "creationTimestamp")
+				pending = append(pending, pendingPod{created, id.Key})
 			} else {
 				c.boundPods = append(c.boundPods, &pod)
 			}
 		case "Node":
 			var node corev1.Node
 			if err := json.Unmarshal(item, &node); err != nil {
-				c.rejected = append(c.rejected, fmt.Sprintf("Node %s: %v", id.key, err))
+				c.rejected = append(c.rejected, fmt.Sprintf("Node %s: %v", id.Key, err))
 				continue
 			}
 			if object, err = corev1Fields(&node, "Node"); err != nil {
-				return nil, fmt.Errorf("Node %s: %w", id.key, err)
+				return nil, fmt.Errorf("Node %s: %w", id.Key, err)
 			}
 			c.nodes = append(c.nodes, &node)
 		}

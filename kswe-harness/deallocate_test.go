@@ -20,7 +20,7 @@ func TestDeallocateClearsOnlyAtTheVersionSeenAndForNoOtherPod(t *testing.T) {
 		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}}
 	}
 	version := func() string {
-		return str(s.entries[objectID{"ResourceClaim", "ns/a"}].object, "metadata", "resourceVersion")
+		return field(s.stored("ResourceClaim", "ns/a"), "metadata", "resourceVersion")
 	}
 	alloc := []byte(`{"devices":{"results":[]}}`)
 	if got := s.Deallocate("ns/zz", "1", pod("p")); got != dramodule.NotFound {

@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 const (
@@ -62,12 +63,12 @@ func classMapping(classes []map[string]any) (map[string]string, error) {
 	out := map[string]string{}
 	explicit := map[string]string{}
 	for _, c := range classes {
-		name := str(c, "metadata", "name")
+		name, _, _ := unstructured.NestedString(c, "metadata", "name")
 		out[implicitPrefix+name] = name
 	}
 	for _, c := range classes {
-		name := str(c, "metadata", "name")
-		r := str(c, "spec", "extendedResourceName")
+		name, _, _ := unstructured.NestedString(c, "metadata", "name")
+		r, _, _ := unstructured.NestedString(c, "spec", "extendedResourceName")
 		if r == "" {
 			continue
 		}
@@ -340,13 +341,13 @@ func claimForAllocation(pod *corev1.Pod, classes []map[string]any, allocation *a
 // controls (annotation "true", a controlling owner reference with that UID): the test of the Rust
 // store's `clear_pending_for_pod` (`extended::is_claim_of` by UID).
 func isExtendedClaimOf(claim map[string]any, podUID string) bool {
-	meta, _ := claim["metadata"].(map[string]any)
-	annotations, _ := meta["annotations"].(map[string]any)
-	if annotations[extendedClaimAnnotation] != "true" {
+	annotation, _, _ := unstructured.NestedString(claim, "metadata", "annotations", extendedClaimAnnotation)
+	if annotation != "true" {
 		return false
 	}
-	refs, _ := meta["ownerReferences"].([]any)
-	for _, r := range refs {
+	refs, _, _ := unstructured.NestedFieldNoCopy(claim, "metadata", "ownerReferences")
+	list, _ := refs.([]any)
+	for _, r := range list {
 		owner, _ := r.(map[string]any)
 		if owner["controller"] == true && owner["uid"] == podUID {
 			return true

@@ -41,11 +41,11 @@ func TestExtendedClaimIsCreatedAtReserveAndDeletedOnUnreserve(t *testing.T) {
 	if code := s.SetPending(claim, pod, []byte(alloc)); code != dramodule.OK {
 		t.Fatalf("SetPending: %d", code)
 	}
-	e := s.entries[objectID{"ResourceClaim", claim}]
+	e := s.stored("ResourceClaim", claim)
 	if e == nil {
 		t.Fatal("the claim was not created")
 	}
-	requests, _ := json.Marshal(e.object["spec"])
+	requests, _ := json.Marshal(e["spec"])
 	want := `{"devices":{"requests":[` +
 		`{"exactly":{"allocationMode":"ExactCount","count":2,"deviceClassName":"gpu.example.com"},"name":"container-0-request-1"},` +
 		`{"exactly":{"allocationMode":"ExactCount","count":1,"deviceClassName":"gpu.example.com"},"name":"container-1-request-0"}]}}`
@@ -56,7 +56,7 @@ func TestExtendedClaimIsCreatedAtReserveAndDeletedOnUnreserve(t *testing.T) {
 		t.Fatalf("pod status: %+v %v", status, err)
 	}
 	s.ClearPending(string(pod.UID))
-	if s.entries[objectID{"ResourceClaim", claim}] != nil {
+	if s.stored("ResourceClaim", claim) != nil {
 		t.Error("Unreserve kept the claim")
 	}
 	if status, _ := s.ExtendedStatus("ml/train-1"); status != nil {
@@ -281,23 +281,23 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 	if code := s.SetPending(key, pod, alloc("container-0-request-7")); code != dramodule.Invalid {
 		t.Errorf("a result for a request the pod does not make: %d", code)
 	}
-	if len(s.entries) != 3 {
-		t.Fatalf("a refused write created objects: %d", len(s.entries))
+	if n := s.feed.Len(); n != 3 {
+		t.Fatalf("a refused write created objects: %d", n)
 	}
 	// Only the FPGA request (index 0 of the sorted names) is allocated: GPUs by device plugin.
 	if code := s.SetPending(key, pod, alloc("container-0-request-0")); code != dramodule.OK {
 		t.Fatalf("SetPending: %d", code)
 	}
-	e := s.entries[objectID{"ResourceClaim", key}]
+	e := s.stored("ResourceClaim", key)
 	if e == nil {
 		t.Fatal("the special claim was not created")
 	}
-	requests, _ := e.object["spec"].(map[string]any)["devices"].(map[string]any)["requests"].([]any)
-	if len(requests) != 1 || str(requests[0].(map[string]any), "name") != "container-0-request-0" {
+	requests, _ := e["spec"].(map[string]any)["devices"].(map[string]any)["requests"].([]any)
+	if len(requests) != 1 || field(requests[0].(map[string]any), "name") != "container-0-request-0" {
 		t.Errorf("requests: %v", requests)
 	}
-	if !isExtendedClaimOf(e.object, "u1") {
-		t.Errorf("not annotated and controlled by the pod: %v", e.object["metadata"])
+	if !isExtendedClaimOf(e, "u1") {
+		t.Errorf("not annotated and controlled by the pod: %v", e["metadata"])
 	}
 	status, err := s.ExtendedStatus("ns/p")
 	if err != nil || status == nil || len(status.RequestMappings) != 1 ||
@@ -305,7 +305,7 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 		t.Fatalf("pod status: %+v %v", status, err)
 	}
 	s.ClearPending("u1")
-	if s.entries[objectID{"ResourceClaim", key}] != nil {
+	if s.stored("ResourceClaim", key) != nil {
 		t.Error("Unreserve kept the claim")
 	}
 	if status, _ := s.ExtendedStatus("ns/p"); status != nil {
@@ -316,22 +316,22 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 	if code := s.WriteAllocation(key, pod, alloc("container-0-request-0", "container-0-request-1")); code != dramodule.OK {
 		t.Fatalf("WriteAllocation: %d", code)
 	}
-	e = s.entries[objectID{"ResourceClaim", key}]
+	e = s.stored("ResourceClaim", key)
 	if e == nil {
 		t.Fatal("the special claim was not created")
 	}
-	claimStatus, _ := e.object["status"].(map[string]any)
-	requests, _ = e.object["spec"].(map[string]any)["devices"].(map[string]any)["requests"].([]any)
+	claimStatus, _ := e["status"].(map[string]any)
+	requests, _ = e["spec"].(map[string]any)["devices"].(map[string]any)["requests"].([]any)
 	reserved, _ := claimStatus["reservedFor"].([]any)
 	if claimStatus["allocation"] == nil || len(requests) != 2 || len(reserved) != 1 || reserved[0].(map[string]any)["uid"] != "u1" {
-		t.Errorf("claim: %v", e.object)
+		t.Errorf("claim: %v", e)
 	}
 	// A pending write of the same allocation for the allocated claim.
 	if code := s.SetPending(key, pod, alloc("container-0-request-0", "container-0-request-1")); code != dramodule.OK {
 		t.Fatalf("SetPending of the same allocation: %d", code)
 	}
 	s.ClearPending("u1")
-	if s.entries[objectID{"ResourceClaim", key}] == nil {
+	if s.stored("ResourceClaim", key) == nil {
 		t.Error("Unreserve deleted an allocated claim")
 	}
 	if status, _ := s.ExtendedStatus("ns/p"); status == nil {

@@ -14,6 +14,7 @@ import (
 	"github.com/tetratelabs/wazero/api"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/klog/v2"
 
 	"sharing-affinity/kswe-harness/dramodule"
@@ -47,7 +48,7 @@ func feed(t *testing.T, s *store, cursor string) feedDoc {
 func events(d feedDoc) []string {
 	out := []string{}
 	for _, e := range d.Events {
-		out = append(out, e.Type+" "+str(e.Object, "metadata", "name"))
+		out = append(out, e.Type+" "+field(e.Object, "metadata", "name"))
 	}
 	return out
 }
@@ -70,7 +71,7 @@ func TestFeedReportsChangesSinceTheCursor(t *testing.T) {
 	if !first.Resync || !reflect.DeepEqual(events(first), []string{"ADDED a", "ADDED b"}) {
 		t.Fatalf("empty cursor: resync with every object, got %+v", events(first))
 	}
-	if rv := str(first.Events[0].Object, "metadata", "resourceVersion"); rv != "1" {
+	if rv := field(first.Events[0].Object, "metadata", "resourceVersion"); rv != "1" {
 		t.Errorf("resourceVersion is the revision: got %q", rv)
 	}
 	if got := events(feed(t, s, first.Cursor)); len(got) != 0 {
@@ -101,7 +102,7 @@ func TestForeignMalformedOrFutureCursorsResync(t *testing.T) {
 	s := newStore()
 	s.Add(claimObject("a"))
 	other := newStore()
-	for _, cursor := range []string{"garbage", "1", other.changesCursor(), strings.Split(s.changesCursor(), ".")[0] + ".99"} {
+	for _, cursor := range []string{"garbage", "1", other.changesCursor(t), strings.Split(s.changesCursor(t), ".")[0] + ".99"} {
 		d := feed(t, s, cursor)
 		if !d.Resync || len(d.Events) != 1 || d.Events[0].Type != "ADDED" {
 			t.Errorf("cursor %q: want a resync, got %+v", cursor, d)
@@ -109,10 +110,21 @@ func TestForeignMalformedOrFutureCursorsResync(t *testing.T) {
 	}
 }
 
-func (s *store) changesCursor() string {
-	var d feedDoc
-	_ = json.Unmarshal(s.Changes(""), &d)
-	return d.Cursor
+func (s *store) changesCursor(t *testing.T) string {
+	return feed(t, s, "").Cursor
+}
+
+// stored is the stored object kind `key`, or nil.
+func (s *store) stored(kind, key string) map[string]any {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.object(kind, key)
+}
+
+// field is the string at path in object, or "".
+func field(object map[string]any, path ...string) string {
+	v, _, _ := unstructured.NestedString(object, path...)
+	return v
 }
 
 func TestPendingAllocationsOverlayTheFeedUntilUnreserve(t *testing.T) {
@@ -162,8 +174,7 @@ func TestWriteAllocationReservesOnceAndDetectsConflicts(t *testing.T) {
 	if got := s.WriteAllocation("ns/b", pod, a1); got != dramodule.NotFound {
 		t.Errorf("unknown claim: %d", got)
 	}
-	var d feedDoc
-	_ = json.Unmarshal(s.Changes(""), &d)
+	d := feed(t, s, "")
 	status := d.Events[0].Object["status"].(map[string]any)
 	if reserved := status["reservedFor"].([]any); len(reserved) != 1 || reserved[0].(map[string]any)["uid"] != "u1" {
 		t.Errorf("the pod is added to reservedFor once: %v", reserved)
@@ -220,8 +231,8 @@ func TestTemplateClaimsAreCreatedAtReserveAndNamedInThePodStatus(t *testing.T) {
 	if got := s.WriteAllocation("ns/p-gpu", pod, alloc); got != dramodule.OK {
 		t.Fatalf("write: %d", got)
 	}
-	claim := s.entries[objectID{"ResourceClaim", "ns/p-gpu"}].object
-	if str(claim, "metadata", "labels", "l") != "v" || claim["spec"] == nil {
+	claim := s.stored("ResourceClaim", "ns/p-gpu")
+	if field(claim, "metadata", "labels", "l") != "v" || claim["spec"] == nil {
 		t.Errorf("template metadata and spec: %v", claim)
 	}
 	owners := claim["metadata"].(map[string]any)["ownerReferences"].([]any)
@@ -235,8 +246,8 @@ func TestTemplateClaimsAreCreatedAtReserveAndNamedInThePodStatus(t *testing.T) {
 	if st := stored.Status.ResourceClaimStatuses; len(st) != 1 || *st[0].ResourceClaimName != "p-gpu" {
 		t.Errorf("pod status names the claim once: %v", st)
 	}
-	if len(s.pending) != 0 {
-		t.Errorf("the write replaces the pending allocation: %v", s.pending)
+	if s.feed.Pending("ns/p-gpu") {
+		t.Errorf("the write replaces the pending allocation")
 	}
 }
 
@@ -340,7 +351,7 @@ func fakeGuest(t *testing.T, ctx context.Context) api.Module {
 
 // DeviceTaintRules are part of the feed, as the Rust host's store feeds them.
 func TestDeviceTaintRulesAreFed(t *testing.T) {
-	if !feedKinds["DeviceTaintRule"] {
+	if !dramodule.Kinds["DeviceTaintRule"] {
 		t.Fatal("DeviceTaintRule is not a fed kind")
 	}
 	dir := t.TempDir()
@@ -353,7 +364,7 @@ func TestDeviceTaintRulesAreFed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(c.objects) != 1 || idOf(c.objects[0]).kind != "DeviceTaintRule" {
+	if len(c.objects) != 1 || dramodule.IDOf(c.objects[0]).Kind != "DeviceTaintRule" {
 		t.Errorf("the rule is loaded: %v", c.objects)
 	}
 }

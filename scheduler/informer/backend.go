@@ -1,18 +1,15 @@
 // Package informer is a sharing-affinity.dra/v1 Backend (kswe-harness/dramodule) backed by a live
 // cluster: dynamic informers (unstructured JSON, so resource.k8s.io/v1 works with client-go v0.33)
-// feed a versioned store whose every add/update/delete is a feed revision
-// (docs/kswe-dra-extension.md §2.1), and WriteAllocation updates the claim's status through the
-// API server with optimistic concurrency (§2.2).
+// feed a dramodule.Feed, the feed the harness's recorded store also keeps, where every
+// add/update/delete is a revision (docs/kswe-dra-extension.md §2.1); WriteAllocation and
+// Deallocate update the claim's status through the API server with optimistic concurrency (§2.2,
+// §2.3).
 package informer
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"fmt"
 	"reflect"
-	"sort"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -49,26 +46,6 @@ var (
 	}
 )
 
-var nextEpoch atomic.Uint64
-
-type objectID struct{ kind, key string }
-
-type entry struct {
-	object            map[string]any
-	created, modified uint64
-	json              []byte
-}
-
-type tombstone struct {
-	created, deleted uint64
-	json             []byte
-}
-
-type pending struct {
-	podUID     string
-	allocation json.RawMessage
-}
-
 // Backend is the live-cluster backend. See the package comment.
 type Backend struct {
 	client dynamic.Interface
@@ -76,13 +53,9 @@ type Backend struct {
 	// SyncTimeout bounds how long Changes waits for the informers' first sync.
 	SyncTimeout time.Duration
 
-	mu         sync.Mutex
-	epoch      uint64
-	revision   uint64
-	entries    map[objectID]*entry
-	tombstones map[objectID]*tombstone
-	byRevision map[uint64]objectID
-	pending    map[string]pending
+	// mu serialises the feed's calls.
+	mu   sync.Mutex
+	feed *dramodule.Feed
 
 	onChange atomic.Pointer[func()]
 }
@@ -104,16 +77,9 @@ func (b *Backend) changed(kind string) {
 
 // New returns a backend over client; Start runs its informers.
 func New(client dynamic.Interface) *Backend {
-	return &Backend{
-		client:      client,
-		synced:      make(chan struct{}),
-		SyncTimeout: time.Minute,
-		epoch:       uint64(time.Now().UnixNano()) + nextEpoch.Add(1),
-		entries:     map[objectID]*entry{},
-		tombstones:  map[objectID]*tombstone{},
-		byRevision:  map[uint64]objectID{},
-		pending:     map[string]pending{},
-	}
+	feed := dramodule.NewFeed(uint64(time.Now().UnixNano()) + dramodule.NextEpoch())
+	feed.PageLimit = PageLimit
+	return &Backend{client: client, synced: make(chan struct{}), SyncTimeout: time.Minute, feed: feed}
 }
 
 // Start creates the informers, starts them and closes the sync gate once every informer has
@@ -163,56 +129,6 @@ func unstructuredOf(obj any) (map[string]any, bool) {
 	return u.UnstructuredContent(), true
 }
 
-func str(m map[string]any, path ...string) string {
-	var cur any = m
-	for _, p := range path {
-		mm, ok := cur.(map[string]any)
-		if !ok {
-			return ""
-		}
-		cur = mm[p]
-	}
-	s, _ := cur.(string)
-	return s
-}
-
-func key(namespace, name string) string {
-	if namespace == "" {
-		return name
-	}
-	return namespace + "/" + name
-}
-
-func idOf(o map[string]any) objectID {
-	return objectID{str(o, "kind"), key(str(o, "metadata", "namespace"), str(o, "metadata", "name"))}
-}
-
-// render is the object as the feed shows it: a claim with a pending allocation and none of its
-// own shows the pending one as status.allocation. The caller holds the lock.
-func (b *Backend) render(id objectID, object map[string]any) []byte {
-	view := object
-	if p, ok := b.pending[id.key]; ok && id.kind == "ResourceClaim" {
-		status, _ := object["status"].(map[string]any)
-		if status["allocation"] == nil {
-			view = make(map[string]any, len(object))
-			for k, v := range object {
-				view[k] = v
-			}
-			overlay := map[string]any{}
-			for k, v := range status {
-				overlay[k] = v
-			}
-			overlay["allocation"] = p.allocation
-			view["status"] = overlay
-		}
-	}
-	out, err := json.Marshal(view)
-	if err != nil {
-		panic(fmt.Sprintf("%s %s: does not encode: %v", id.kind, id.key, err))
-	}
-	return out
-}
-
 // Upsert records an added or updated object (an informer event) as a new revision.
 func (b *Backend) Upsert(obj any) {
 	o, ok := unstructuredOf(obj)
@@ -222,28 +138,16 @@ func (b *Backend) Upsert(obj any) {
 	b.mu.Lock()
 	b.put(o)
 	b.mu.Unlock()
-	b.changed(str(o, "kind"))
+	b.changed(dramodule.IDOf(o).Kind)
 }
 
+// put stores an object as the API server has it: a claim's own allocation replaces a pending
+// one. The caller holds the lock.
 func (b *Backend) put(o map[string]any) {
-	id := idOf(o)
-	b.revision++
-	e, ok := b.entries[id]
-	if !ok {
-		e = &entry{created: b.revision}
-		b.entries[id] = e
-		delete(b.tombstones, id)
-	} else {
-		delete(b.byRevision, e.modified)
+	if id := dramodule.IDOf(o); id.Kind == "ResourceClaim" && dramodule.Status(o)["allocation"] != nil {
+		b.feed.ForgetPending(id.Key)
 	}
-	if id.kind == "ResourceClaim" {
-		if status, _ := o["status"].(map[string]any); status["allocation"] != nil {
-			delete(b.pending, id.key)
-		}
-	}
-	e.object, e.modified = o, b.revision
-	e.json = b.render(id, o)
-	b.byRevision[b.revision] = id
+	b.feed.Put(o)
 }
 
 // Remove records a deleted object as a tombstone revision.
@@ -252,34 +156,13 @@ func (b *Backend) Remove(obj any) {
 	if !ok {
 		return
 	}
-	id := idOf(o)
-	defer b.changed(id.kind)
+	id := dramodule.IDOf(o)
+	defer b.changed(id.Kind)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	e, ok := b.entries[id]
-	if !ok {
-		return
+	if b.feed.Remove(id) && id.Kind == "ResourceClaim" {
+		b.feed.ForgetPending(id.Key)
 	}
-	b.revision++
-	delete(b.byRevision, e.modified)
-	delete(b.entries, id)
-	if id.kind == "ResourceClaim" {
-		delete(b.pending, id.key)
-	}
-	b.tombstones[id] = &tombstone{created: e.created, deleted: b.revision, json: e.json}
-	b.byRevision[b.revision] = id
-}
-
-func (b *Backend) touch(id objectID) {
-	e, ok := b.entries[id]
-	if !ok {
-		return
-	}
-	b.revision++
-	delete(b.byRevision, e.modified)
-	e.modified = b.revision
-	e.json = b.render(id, e.object)
-	b.byRevision[b.revision] = id
 }
 
 // Changes implements dramodule.Backend. Before the informers' first sync it waits for it (at most
@@ -292,62 +175,7 @@ func (b *Backend) Changes(cursor string) []byte {
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	since, ok := b.parseCursor(cursor)
-	var buf bytes.Buffer
-	revs := make([]uint64, 0, len(b.byRevision))
-	for rev := range b.byRevision {
-		if rev > since {
-			revs = append(revs, rev)
-		}
-	}
-	sort.Slice(revs, func(i, j int) bool { return revs[i] < revs[j] })
-	first := true
-	last := b.revision
-	more := false
-	for _, rev := range revs {
-		if buf.Len() > PageLimit {
-			more, last = true, rev-1
-			break
-		}
-		id := b.byRevision[rev]
-		var kind string
-		var object []byte
-		if e, live := b.entries[id]; live && e.modified == rev {
-			kind, object = "ADDED", e.json
-			if ok && e.created <= since {
-				kind = "MODIFIED"
-			}
-		} else if t, dead := b.tombstones[id]; dead && t.deleted == rev && ok && t.created <= since {
-			kind, object = "DELETED", t.json
-		} else {
-			continue
-		}
-		if !first {
-			buf.WriteByte(',')
-		}
-		first = false
-		fmt.Fprintf(&buf, `{"type":"%s","object":`, kind)
-		buf.Write(object)
-		buf.WriteByte('}')
-	}
-	head := fmt.Sprintf(`{"cursor":"%d.%d","resync":%t,`, b.epoch, last, !ok)
-	if more {
-		head += `"more":true,`
-	}
-	return append(append([]byte(head+`"events":[`), buf.Bytes()...), "]}"...)
-}
-
-func (b *Backend) parseCursor(cursor string) (uint64, bool) {
-	epoch, rev, found := strings.Cut(cursor, ".")
-	if !found {
-		return 0, false
-	}
-	e, err1 := strconv.ParseUint(epoch, 10, 64)
-	r, err2 := strconv.ParseUint(rev, 10, 64)
-	if err1 != nil || err2 != nil || e != b.epoch || r > b.revision {
-		return 0, false
-	}
-	return r, true
+	return b.feed.Changes(cursor)
 }
 
 func sameJSON(a any, raw []byte) bool {
@@ -369,17 +197,14 @@ func (b *Backend) SetPending(claim string, pod *corev1.Pod, allocation []byte) i
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	id := objectID{"ResourceClaim", claim}
-	e, ok := b.entries[id]
+	object, ok := b.feed.Get(dramodule.ID{Kind: "ResourceClaim", Key: claim})
 	if !ok {
 		return dramodule.NotFound
 	}
-	status, _ := e.object["status"].(map[string]any)
-	if cur := status["allocation"]; cur != nil && !sameJSON(cur, allocation) {
+	if cur := dramodule.Status(object)["allocation"]; cur != nil && !sameJSON(cur, allocation) {
 		return dramodule.Conflict
 	}
-	b.pending[claim] = pending{podUID: string(pod.UID), allocation: append(json.RawMessage(nil), allocation...)}
-	b.touch(id)
+	b.feed.SetPending(claim, string(pod.UID), allocation)
 	return dramodule.OK
 }
 
@@ -387,11 +212,9 @@ func (b *Backend) SetPending(claim string, pod *corev1.Pod, allocation []byte) i
 func (b *Backend) DropPending(podUID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	for claim, p := range b.pending {
-		if p.podUID == podUID {
-			delete(b.pending, claim)
-			b.touch(objectID{"ResourceClaim", claim})
-		}
+	for _, claim := range b.feed.PendingOf(podUID) {
+		b.feed.ForgetPending(claim)
+		b.feed.Touch(dramodule.ID{Kind: "ResourceClaim", Key: claim})
 	}
 }
 
@@ -419,7 +242,7 @@ func (b *Backend) WriteAllocation(claim string, pod *corev1.Pod, allocation []by
 		if err != nil {
 			return err
 		}
-		status, _ := obj.Object["status"].(map[string]any)
+		status := dramodule.Status(obj.Object)
 		if status == nil {
 			status = map[string]any{}
 		}
@@ -428,17 +251,7 @@ func (b *Backend) WriteAllocation(claim string, pod *corev1.Pod, allocation []by
 			return nil
 		}
 		status["allocation"] = alloc
-		reserved, _ := status["reservedFor"].([]any)
-		has := false
-		for _, r := range reserved {
-			if m, ok := r.(map[string]any); ok && str(m, "uid") == string(pod.UID) {
-				has = true
-			}
-		}
-		if !has {
-			reserved = append(reserved, map[string]any{"resource": "pods", "name": pod.Name, "uid": string(pod.UID)})
-		}
-		status["reservedFor"] = reserved
+		dramodule.ReserveFor(status, pod)
 		obj.Object["status"] = status
 		written, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 		return err
@@ -458,7 +271,7 @@ func (b *Backend) WriteAllocation(claim string, pod *corev1.Pod, allocation []by
 			written.SetKind("ResourceClaim")
 		}
 		b.mu.Lock()
-		delete(b.pending, claim)
+		b.feed.ForgetPending(claim)
 		b.put(written.UnstructuredContent())
 		b.mu.Unlock()
 	}

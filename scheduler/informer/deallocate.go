@@ -25,7 +25,7 @@ func (b *Backend) Deallocate(claim, version string, pod *corev1.Pod) int32 {
 		return dramodule.NotFound
 	}
 	b.mu.Lock()
-	_, inFlight := b.pending[claim]
+	inFlight := b.feed.Pending(claim)
 	b.mu.Unlock()
 	if inFlight {
 		return dramodule.Conflict
@@ -43,16 +43,11 @@ func (b *Backend) Deallocate(claim, version string, pod *corev1.Pod) int32 {
 	case obj.GetResourceVersion() != version:
 		return dramodule.Conflict
 	}
-	status, _ := obj.Object["status"].(map[string]any)
-	reserved, _ := status["reservedFor"].([]any)
-	for _, r := range reserved {
-		if m, ok := r.(map[string]any); !ok || pod.UID == "" || str(m, "uid") != string(pod.UID) {
-			return dramodule.Conflict
-		}
+	status := dramodule.Status(obj.Object)
+	if dramodule.ReservedForOthers(status, pod) {
+		return dramodule.Conflict
 	}
-	delete(status, "allocation")
-	delete(status, "reservedFor")
-	delete(status, "devices")
+	dramodule.ClearAllocation(status)
 	written, err := client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
