@@ -1,0 +1,47 @@
+package dramodule
+
+// Status edits shared by the backends' writes (§2.2, §2.3), on claims as JSON fields.
+
+import (
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+)
+
+// Status is an object's status as stored (nil when it has none or it is not an object).
+func Status(object map[string]any) map[string]any {
+	status, _, _ := unstructured.NestedFieldNoCopy(object, "status")
+	m, _ := status.(map[string]any)
+	return m
+}
+
+// ReserveFor adds the pod to a claim status's reservedFor unless it is there, in a new list (the
+// old one is not changed).
+func ReserveFor(status map[string]any, pod *corev1.Pod) {
+	reserved, _ := status["reservedFor"].([]any)
+	for _, r := range reserved {
+		if m, ok := r.(map[string]any); ok && m["uid"] == string(pod.UID) && m["resource"] == "pods" {
+			return
+		}
+	}
+	status["reservedFor"] = append(append([]any(nil), reserved...),
+		map[string]any{"resource": "pods", "name": pod.Name, "uid": string(pod.UID)})
+}
+
+// ReservedForOthers reports whether a claim status's reservedFor names a consumer other than the
+// pod (a pod without a UID is never the consumer).
+func ReservedForOthers(status map[string]any, pod *corev1.Pod) bool {
+	reserved, _ := status["reservedFor"].([]any)
+	for _, r := range reserved {
+		if m, ok := r.(map[string]any); !ok || pod.UID == "" || m["uid"] != string(pod.UID) {
+			return true
+		}
+	}
+	return false
+}
+
+// ClearAllocation removes status.allocation, status.reservedFor and status.devices (§2.3).
+func ClearAllocation(status map[string]any) {
+	delete(status, "allocation")
+	delete(status, "reservedFor")
+	delete(status, "devices")
+}
