@@ -18,6 +18,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
@@ -341,17 +342,10 @@ func claimForAllocation(pod *corev1.Pod, classes []map[string]any, allocation *a
 // controls (annotation "true", a controlling owner reference with that UID): the test of the Rust
 // store's `clear_pending_for_pod` (`extended::is_claim_of` by UID).
 func isExtendedClaimOf(claim map[string]any, podUID string) bool {
-	annotation, _, _ := unstructured.NestedString(claim, "metadata", "annotations", extendedClaimAnnotation)
-	if annotation != "true" {
+	c := &unstructured.Unstructured{Object: claim}
+	if c.GetAnnotations()[extendedClaimAnnotation] != "true" {
 		return false
 	}
-	refs, _, _ := unstructured.NestedFieldNoCopy(claim, "metadata", "ownerReferences")
-	list, _ := refs.([]any)
-	for _, r := range list {
-		owner, _ := r.(map[string]any)
-		if owner["controller"] == true && owner["uid"] == podUID {
-			return true
-		}
-	}
-	return false
+	owner := metav1.GetControllerOfNoCopy(c)
+	return owner != nil && string(owner.UID) == podUID
 }

@@ -141,7 +141,7 @@ func New(ctx context.Context, s Backend) (*Host, error) {
 	}
 	if err != nil {
 		if cerr := r.Close(ctx); cerr != nil {
-			return nil, fmt.Errorf("instantiating %s: %w (closing its runtime: %v)", Name, err, cerr)
+			return nil, fmt.Errorf("instantiating %s: %w (closing its runtime: %w)", Name, err, cerr)
 		}
 		return nil, fmt.Errorf("instantiating %s: %w", Name, err)
 	}
