@@ -247,6 +247,10 @@ func (e *env) capacityHolds(t *testing.T) {
 // claimTemplates: pods with ResourceClaimTemplates of subnets a and b (three each) on two 4-slot
 // NICs; the resource-claim controller creates their claims, the scheduler allocates them. With
 // sharing affinity each subnet gets its own NIC; the in-tree scheduler packs by capacity (logged).
+// Pod late's template is created only after the pod: the controller cannot create its claim, and
+// the pod waits (DynamicResources' PreEnqueue, or the wrapper's) with no scheduling attempt until
+// it can. No pod of the namespace fails scheduling for want of its claim (a FailedScheduling
+// event naming Reserve or a missing claim).
 func (e *env) claimTemplates(t *testing.T) {
 	ns := "templates"
 	e.nodes(t, ns, 1, 2, 4)
@@ -259,10 +263,22 @@ func (e *env) claimTemplates(t *testing.T) {
 		e.pod(t, ns, fmt.Sprintf("a%d", i), "", "nic-a")
 		e.pod(t, ns, fmt.Sprintf("b%d", i), "", "nic-b")
 	}
+	e.pod(t, ns, "late", "", "nic-late")
+	e.waitBound(t, ns, "a1", "a2", "a3", "b1", "b2", "b3")
+	time.Sleep(2 * time.Second)
+	if bound, _ := scenario.WaitBound(e.ctx, e.cp.Client, ns, []string{"late"}, 0); len(bound) > 0 {
+		t.Fatalf("pod late bound without its claim: %v", bound)
+	}
+	if failed := e.failedScheduling(t, ns, "late"); len(failed) > 0 {
+		t.Errorf("pod late was attempted while its claim did not exist: %v", failed)
+	}
+	if _, err := e.cp.Client.ResourceV1().ResourceClaimTemplates(ns).Create(e.ctx, scenario.ClaimTemplate(ns, "nic-late", "subnet-a", 1), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	e.waitBound(t, ns)
 	st := e.inspect(t, ns)
-	if len(st.Allocated) != 6 || len(st.Pending) != 0 {
-		t.Errorf("allocated %v pending %v, want 6 generated claims allocated", st.Allocated, st.Pending)
+	if len(st.Allocated) != 7 || len(st.Pending) != 0 {
+		t.Errorf("allocated %v pending %v, want 7 generated claims allocated", st.Allocated, st.Pending)
 	}
 	pods, err := e.cp.Client.CoreV1().Pods(ns).List(e.ctx, metav1.ListOptions{})
 	if err != nil {
@@ -273,6 +289,27 @@ func (e *env) claimTemplates(t *testing.T) {
 			t.Errorf("pod %s: resourceClaimStatuses %+v", p.Name, p.Status.ResourceClaimStatuses)
 		}
 	}
+	for _, msg := range e.failedScheduling(t, ns, "") {
+		if strings.Contains(msg, "Reserve") || strings.Contains(msg, "does not exist") || strings.Contains(msg, "not found") {
+			t.Errorf("a pod failed scheduling for want of its claim instead of waiting: %s", msg)
+		}
+	}
+}
+
+// failedScheduling are the messages of the namespace's FailedScheduling events, of pod (when not
+// "") or of every pod.
+func (e *env) failedScheduling(t *testing.T, ns, pod string) []string {
+	list, err := e.cp.Client.CoreV1().Events(ns).List(e.ctx, metav1.ListOptions{FieldSelector: "reason=FailedScheduling"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []string
+	for _, ev := range list.Items {
+		if pod == "" || ev.InvolvedObject.Name == pod {
+			out = append(out, ev.InvolvedObject.Name+": "+ev.Message)
+		}
+	}
+	return out
 }
 
 // affinity: two 4-slot NICs, claims of subnets a and b, then c. A sharing-affinity scheduler puts

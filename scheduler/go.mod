@@ -100,7 +100,6 @@ require (
 	k8s.io/component-helpers v0.33.4 // indirect
 	k8s.io/controller-manager v0.33.4 // indirect
 	k8s.io/csi-translation-lib v0.0.0 // indirect
-	k8s.io/dynamic-resource-allocation v0.0.0 // indirect
 	k8s.io/kms v0.33.4 // indirect
 	k8s.io/kube-openapi v0.0.0-20250318190949-c8a335a9a2ff // indirect
 	k8s.io/kube-scheduler v0.0.0 // indirect
@@ -148,6 +147,7 @@ replace (
 require (
 	k8s.io/client-go v0.33.4
 	k8s.io/component-base v0.33.4
+	k8s.io/dynamic-resource-allocation v0.0.0
 	sharing-affinity/kswe-harness v0.0.0
 )
 

@@ -115,6 +115,14 @@ func (b *Backend) Start(ctx context.Context) {
 // Synced is closed once the informers have synced.
 func (b *Backend) Synced() <-chan struct{} { return b.synced }
 
+// Claim is the stored ResourceClaim `namespace/name` (not to be modified), or nil.
+func (b *Backend) Claim(key string) map[string]any {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	object, _ := b.feed.Get(dramodule.ID{Kind: "ResourceClaim", Key: key})
+	return object
+}
+
 // MarkSynced opens the sync gate without informers (tests).
 func (b *Backend) MarkSynced() { close(b.synced) }
 

@@ -11,8 +11,11 @@ import (
 	"time"
 
 	v1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/dynamic"
+	"k8s.io/dynamic-resource-allocation/resourceclaim"
 	"k8s.io/klog/v2"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	frameworkruntime "k8s.io/kubernetes/pkg/scheduler/framework/runtime"
@@ -28,14 +31,21 @@ const Name = "sharing-affinity"
 // Backend is what the wrapper needs of the module's backend beyond dramodule.Backend.
 type Backend interface {
 	dramodule.Backend
+	// DropPending drops the pod's pending allocations (Unreserve).
 	DropPending(podUID string)
+	// Claim is the ResourceClaim `namespace/name` as the backend has it (not to be modified), or
+	// nil.
+	Claim(key string) map[string]any
+	// Synced is closed once the backend has every object of the cluster.
+	Synced() <-chan struct{}
 }
 
 // Plugin wraps the KSWE plugin. It implements the interfaces our guest exports (see
 // plugin/guest/src/scheduler_abi) and delegates each to the KSWE plugin by type assertion.
 type Plugin struct {
 	handle framework.Handle
-	// rejected are the pods the plugin failed since the last DRA change, to activate on the next.
+	// rejected are the pods the plugin failed or gated since the last DRA change, to activate on
+	// the next.
 	mu       sync.Mutex
 	rejected map[string]*v1.Pod
 	inner    framework.Plugin
@@ -44,6 +54,7 @@ type Plugin struct {
 }
 
 var (
+	_ framework.PreEnqueuePlugin  = (*Plugin)(nil)
 	_ framework.PreFilterPlugin   = (*Plugin)(nil)
 	_ framework.FilterPlugin      = (*Plugin)(nil)
 	_ framework.PostFilterPlugin  = (*Plugin)(nil)
@@ -77,7 +88,7 @@ func Factory(ctx context.Context, configuration runtime.Object, h framework.Hand
 	return p, nil
 }
 
-// reject remembers a pod the plugin failed.
+// reject remembers a pod the plugin failed or gated.
 func (p *Plugin) reject(pod *v1.Pod, s *framework.Status) {
 	if s.IsSuccess() || s.Code() == framework.Skip {
 		return
@@ -87,7 +98,8 @@ func (p *Plugin) reject(pod *v1.Pod, s *framework.Status) {
 	p.mu.Unlock()
 }
 
-// activate moves the pods the plugin failed back to the active queue (a DRA object changed).
+// activate moves the pods the plugin failed or gated back to the active queue (a DRA object
+// changed); the queue runs PreEnqueue again for a gated one.
 func (p *Plugin) activate(logger klog.Logger) {
 	p.mu.Lock()
 	pods := p.rejected
@@ -163,6 +175,57 @@ func (p *Plugin) EventsToRegister(ctx context.Context) ([]framework.ClusterEvent
 		events = append(events, framework.ClusterEventWithHint{Event: framework.ClusterEvent{Resource: framework.ResourceClaim, ActionType: framework.Add | framework.Update}})
 	}
 	return events, nil
+}
+
+// PreEnqueue implements framework.PreEnqueuePlugin as upstream's DynamicResources does: the pod
+// stays out of the active queue while one of its claims is missing (a template entry that
+// status.resourceClaimStatuses does not name yet, a claim not in the backend, a claim being
+// deleted, a template's claim the pod does not control). The claim's informer event activates it
+// again, and the queue requeues it on its own status update. Before the backend has synced every
+// pod passes (PreFilter waits for the sync).
+func (p *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *framework.Status {
+	if len(pod.Spec.ResourceClaims) == 0 {
+		return nil
+	}
+	select {
+	case <-p.backend.Synced():
+	default:
+		return nil
+	}
+	if err := missingClaim(pod, p.backend.Claim); err != nil {
+		klog.FromContext(ctx).V(5).Info("sharing-affinity: pod waits for its claims", "pod", klog.KObj(pod), "reason", err)
+		s := framework.NewStatus(framework.UnschedulableAndUnresolvable, err.Error())
+		p.reject(pod, s)
+		return s
+	}
+	return nil
+}
+
+// missingClaim is why the pod cannot be scheduled yet for want of a claim (upstream's
+// foreachPodResourceClaim), or nil.
+func missingClaim(pod *v1.Pod, claim func(key string) map[string]any) error {
+	for i := range pod.Spec.ResourceClaims {
+		name, mustCheckOwner, err := resourceclaim.Name(pod, &pod.Spec.ResourceClaims[i])
+		switch {
+		case err != nil:
+			return err
+		case name == nil:
+			// No claim was generated for the entry, which is valid: nothing to wait for.
+			continue
+		}
+		object := claim(dramodule.Key(pod.Namespace, *name))
+		if object == nil {
+			return fmt.Errorf("resourceclaim %q: not found", *name)
+		}
+		c := &unstructured.Unstructured{Object: object}
+		if c.GetDeletionTimestamp() != nil {
+			return fmt.Errorf("resourceclaim %q is being deleted", *name)
+		}
+		if mustCheckOwner && (c.GetNamespace() != pod.Namespace || !metav1.IsControlledBy(c, pod)) {
+			return fmt.Errorf("ResourceClaim %s/%s was not created for pod %s/%s (pod is not owner)", c.GetNamespace(), c.GetName(), pod.Namespace, pod.Name)
+		}
+	}
+	return nil
 }
 
 // PreFilter implements framework.PreFilterPlugin.

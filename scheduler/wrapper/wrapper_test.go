@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/kubernetes/pkg/scheduler/framework"
 	wasm "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/plugin"
 	ksweTest "sigs.k8s.io/kube-scheduler-wasm-extension/scheduler/test"
@@ -63,9 +64,10 @@ func decode(t *testing.T, o map[string]any, into any) {
 }
 
 // TestPodAndResolverReachTheKSWEPlugin runs the NIC scenario's first pod through the wrapper: the
-// guest links against the module (the resolver reached the factory's context), its PreFilter is
-// cycle fails while the template's claim does not exist (the scheduler does not create it), and
-// once the claim exists Reserve's pending allocation names the pod (WithPod reached Reserve).
+// guest links against the module (the resolver reached the factory's context), PreEnqueue keeps
+// the pod waiting while the template's claim does not exist (the scheduler does not create it),
+// a cycle run anyway fails, and once the claim exists PreEnqueue lets the pod in and Reserve's
+// pending allocation names the pod (WithPod reached Reserve).
 func TestPodAndResolverReachTheKSWEPlugin(t *testing.T) {
 	g := guest(t)
 	raw, err := os.ReadFile("../../testdata/nic-subnet-16-slots-17th-opens-eth2/cluster.json")
@@ -121,6 +123,9 @@ func TestPodAndResolverReachTheKSWEPlugin(t *testing.T) {
 	// Without the claim the guest allocates for the template (it does not tell a claim not yet
 	// created from one the host creates), but the backend does not create claims: Reserve's
 	// pending allocation answers "the claim does not exist" and the cycle fails.
+	if s := pl.PreEnqueue(ctx, &pod); s.Code() != framework.UnschedulableAndUnresolvable {
+		t.Fatalf("PreEnqueue without the claim: %v", s)
+	}
 	state := framework.NewCycleState()
 	if _, s := pl.PreFilter(ctx, state, &pod); !s.IsSuccess() {
 		t.Logf("PreFilter without the claim: %v", s)
@@ -147,11 +152,15 @@ func TestPodAndResolverReachTheKSWEPlugin(t *testing.T) {
 		"spec": spec,
 	}})
 	pod.Status.ResourceClaimStatuses = []corev1.PodResourceClaimStatus{{Name: "nic", ResourceClaimName: &claimName}}
-	podObj := map[string]any{}
-	pb, _ := json.Marshal(&pod)
-	_ = json.Unmarshal(pb, &podObj)
+	podObj, err := runtime.DefaultUnstructuredConverter.ToUnstructured(&pod)
+	if err != nil {
+		t.Fatal(err)
+	}
 	podObj["apiVersion"], podObj["kind"] = "v1", "Pod"
 	b.Upsert(&unstructured.Unstructured{Object: podObj})
+	if s := pl.PreEnqueue(ctx, &pod); !s.IsSuccess() {
+		t.Fatalf("PreEnqueue with the claim: %v", s)
+	}
 	state = framework.NewCycleState()
 	if _, s := pl.PreFilter(ctx, state, &pod); !s.IsSuccess() {
 		t.Fatalf("PreFilter with the claim: %v", s)
