@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -514,24 +512,17 @@ func (e *env) dumpAndAudit(scenariosPassed bool) {
 		t.Fatal(err)
 	}
 	t.Logf("cluster dump: %s (audit: sharing-affinity audit %s --config %s)", file, file, cfg)
-	cli := os.Getenv("SA_AUDIT_BIN")
+	cli := AuditCLI()
 	if cli == "" {
-		cli = filepath.Join(RepoRoot(), "target", "release", "sharing-affinity")
-	}
-	if _, err := os.Stat(cli); err != nil {
-		t.Logf("audit not run: %s not built (cargo build --release -p sharing-affinity-host)", cli)
+		t.Logf("audit not run: the sharing-affinity CLI is not built (cargo build --release -p sharing-affinity-host, or SA_AUDIT_BIN)")
 		return
 	}
 	audit := func(args ...string) int {
-		outb, err := exec.Command(cli, append([]string{"audit", file}, args...)...).CombinedOutput()
-		code := 0
-		var ee *exec.ExitError
-		if errors.As(err, &ee) {
-			code = ee.ExitCode()
-		} else if err != nil {
+		code, out, err := Audit(cli, file, args...)
+		if err != nil {
 			t.Fatal(err)
 		}
-		t.Logf("sharing-affinity audit %s %s: exit %d\n%s", file, strings.Join(args, " "), code, strings.TrimSpace(string(outb)))
+		t.Logf("sharing-affinity audit %s %s: exit %d\n%s", file, strings.Join(args, " "), code, strings.TrimSpace(out))
 		return code
 	}
 	if !scenariosPassed {

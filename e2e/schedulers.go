@@ -3,8 +3,10 @@
 package e2e
 
 import (
+	"errors"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -66,6 +68,33 @@ const AuditConfig = `{"sharingAffinity": [{"driver": "net.example.com",
   "selector": {"cel": {"expression": "device.attributes[\"net.example.com\"].type == \"nic\""}},
   "cel": {"subnet": "object.apiVersion == \"net.example.com/v1\" && object.kind == \"NICConfig\" ? object.subnet : \"\""}}]}
 `
+
+// AuditCLI is the sharing-affinity CLI that audits dumps: SA_AUDIT_BIN, else
+// target/release/sharing-affinity; "" when it is not built.
+func AuditCLI() string {
+	cli := os.Getenv("SA_AUDIT_BIN")
+	if cli == "" {
+		cli = filepath.Join(RepoRoot(), "target", "release", "sharing-affinity")
+	}
+	if _, err := os.Stat(cli); err != nil {
+		return ""
+	}
+	return cli
+}
+
+// Audit runs `CLI audit FILE ARGS...` and returns its exit code and output (3: a rule broken,
+// such as a device booked beyond its capacity or a lock shared across affinity values).
+func Audit(cli, file string, args ...string) (int, string, error) {
+	out, err := exec.Command(cli, append([]string{"audit", file}, args...)...).CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out), nil
+	case err != nil:
+		return 0, "", fmt.Errorf("%s audit %s: %w", cli, file, err)
+	}
+	return 0, string(out), nil
+}
 
 // Schedulers are the schedulers under test: the in-tree baseline and sharing-affinity-scheduler.
 func Schedulers(binDir string) []SchedulerUnderTest {

@@ -23,6 +23,10 @@
 // Modes: --mode quick (10 nodes, 50 init + 50 measured pods), --mode full (500 nodes, 2500 +
 // 2500, as 5000pods_500nodes). --nodes/--init/--measure override.
 //
+// At the end it reads the scheduler's /metrics and reports the DRA plugin's per-call latency
+// (DynamicResources in-tree, sharing-affinity in sharing-affinity-scheduler) by extension point;
+// --audit dumps the cluster and fails when `sharing-affinity audit` finds a broken rule.
+//
 //	go run ./cmd/schedbench --scheduler kube-scheduler --devices plain --mode quick
 package main
 
@@ -34,6 +38,7 @@ import (
 	"math"
 	"os"
 	"os/signal"
+	"path/filepath"
 	"sort"
 	"strings"
 	"sync"
@@ -58,6 +63,7 @@ import (
 
 type options struct {
 	scheduler, devices, mode, out, dumpFile string
+	audit, batching                         bool
 	nodes, init, measure                    int
 	nics, slots, subnets, workers           int
 	timeout, stall                          time.Duration
@@ -79,8 +85,14 @@ type Result struct {
 	APIServerStart  float64            `json:"apiserverStartSeconds"`
 	// MeasureCPU is the CPU seconds each process used during the measured phase.
 	MeasureCPU map[string]float64 `json:"measureCPUSeconds"`
-	Started    string             `json:"started"`
-	Note       string             `json:"note,omitempty"`
+	// Plugin is the DRA plugin of the scheduler under test; PluginLatency its per-call latency by
+	// extension point over the whole run (init and measured pods), from the scheduler's /metrics.
+	Plugin        string             `json:"plugin"`
+	PluginLatency map[string]Latency `json:"pluginLatency,omitempty"`
+	// Audit is the exit code of `sharing-affinity audit` on the dump (--audit), per audit.
+	Audit   map[string]int `json:"audit,omitempty"`
+	Started string         `json:"started"`
+	Note    string         `json:"note,omitempty"`
 }
 
 func main() {
@@ -99,6 +111,8 @@ func main() {
 	flag.DurationVar(&o.stall, "stall", 60*time.Second, "give up on a phase when no pod was bound for this long")
 	flag.StringVar(&o.out, "out", "", "append the result as a JSON line to this file")
 	flag.StringVar(&o.dumpFile, "dump", "", "write the cluster as a List (for sharing-affinity audit) to this file at the end")
+	flag.BoolVar(&o.batching, "batching", true, "kube-scheduler: keep v1.37's OpportunisticBatching (on by default; off makes every pod run Filter, for the plugin latency)")
+	flag.BoolVar(&o.audit, "audit", false, "dump the cluster (--dump, default .out/schedbench-SCHEDULER.json) and fail when `sharing-affinity audit` finds a broken rule (with the subnet extractor too for sharing-affinity-scheduler and --devices affinity)")
 	flag.Parse()
 	switch o.mode {
 	case "quick":
@@ -139,18 +153,39 @@ func logf(format string, args ...any) {
 func run(o options) (err error) {
 	bin := controlplane.DefaultBinDir()
 	var s e2e.SchedulerUnderTest
+	var plugin string
 	switch o.scheduler {
 	case "kube-scheduler":
 		s = e2e.InTreeScheduler(bin)
-		s.Args = []string{"--feature-gates=" + controlplane.FeatureGates} // -v=0: logging costs throughput
+		gates := controlplane.FeatureGates
+		if !o.batching {
+			gates += ",OpportunisticBatching=false"
+		}
+		s.Args = []string{"--feature-gates=" + gates} // -v=0: logging costs throughput
+		plugin = "DynamicResources"
 	case "sharing-affinity-scheduler":
 		s = e2e.SharingAffinityScheduler()
+		plugin = "sharing-affinity" // scheduler/wrapper.Name
 	default:
 		return fmt.Errorf("unknown --scheduler %q", o.scheduler)
 	}
 	if s.Missing != "" {
 		return fmt.Errorf("%s", s.Missing)
 	}
+	cli := ""
+	if o.audit {
+		if cli = e2e.AuditCLI(); cli == "" {
+			return fmt.Errorf("--audit: the sharing-affinity CLI is not built (cargo build --release -p sharing-affinity-host, or SA_AUDIT_BIN)")
+		}
+		if o.dumpFile == "" {
+			o.dumpFile = filepath.Join(e2e.RepoRoot(), "e2e", ".out", "schedbench-"+s.Name+".json")
+		}
+	}
+	port, err := controlplane.FreePort()
+	if err != nil {
+		return err
+	}
+	s.Args = append(s.Args, fmt.Sprintf("--secure-port=%d", port), MetricsAllowArg)
 	ctx := context.Background()
 	cp, err := controlplane.Start(ctx, controlplane.Options{Namespaces: []string{"init", "test"}, Logf: logf})
 	if err != nil {
@@ -179,7 +214,7 @@ func run(o options) (err error) {
 	}
 	c := cp.Client
 	res := Result{Scheduler: s.Name, Devices: o.devices, Nodes: o.nodes, InitPods: o.init, MeasurePods: o.measure,
-		APIServerStart: cp.APIServerStartup.Seconds(), Started: time.Now().UTC().Format(time.RFC3339)}
+		APIServerStart: cp.APIServerStartup.Seconds(), Started: time.Now().UTC().Format(time.RFC3339), Plugin: plugin}
 
 	// Cluster: nodes, slices, class, templates.
 	t0 := time.Now()
@@ -252,12 +287,27 @@ func run(o options) (err error) {
 	if res.Bound < o.measure {
 		res.Note = fmt.Sprintf("%d of %d measured pods not bound (timeout %s, stall %s)", o.measure-res.Bound, o.measure, o.timeout, o.stall)
 	}
+	if res.PluginLatency, err = scrapePluginLatency(ctx, port, plugin); err != nil {
+		logf("plugin latency: %v", err)
+	} else {
+		logf("%s", latencyTable(plugin, res.PluginLatency))
+	}
 	if o.dumpFile != "" {
+		if err := os.MkdirAll(filepath.Dir(o.dumpFile), 0o755); err != nil {
+			return err
+		}
 		if err := dump.Write(ctx, c, o.dumpFile); err != nil {
+			if o.audit {
+				return fmt.Errorf("dump: %w", err)
+			}
 			logf("dump: %v", err)
 		} else {
 			logf("cluster written to %s", o.dumpFile)
 		}
+	}
+	var audited error
+	if o.audit {
+		res.Audit, audited = audit(cli, o.dumpFile, s, o.devices)
 	}
 	line, _ := json.Marshal(res)
 	fmt.Println(string(line))
@@ -271,9 +321,42 @@ func run(o options) (err error) {
 	}
 	if res.Bound < o.measure {
 		_, werr := scenario.WaitBound(ctx, c, "test", nil, time.Second)
-		return fmt.Errorf("%s: %v", res.Note, werr)
+		return fmt.Errorf("%s: %w", res.Note, werr)
 	}
-	return nil
+	return audited
+}
+
+// audit runs `sharing-affinity audit` on the dump as the e2e test does: without extractors
+// (capacity, double booking: every scheduler must pass) and, for a sharing-affinity scheduler
+// with the affinity devices, with the subnet extractor (no NIC shared across subnets). The first
+// failed audit is the error.
+func audit(cli, file string, s e2e.SchedulerUnderTest, devices string) (map[string]int, error) {
+	runs := map[string][]string{"plain": nil}
+	if s.SharingAffinity && devices == "affinity" {
+		cfg := filepath.Join(filepath.Dir(file), "audit-config.json")
+		if err := os.WriteFile(cfg, []byte(e2e.AuditConfig), 0o644); err != nil {
+			return nil, err
+		}
+		runs["subnet"] = []string{"--config", cfg}
+	}
+	codes := map[string]int{}
+	var failed error
+	for _, name := range []string{"plain", "subnet"} {
+		args, ok := runs[name]
+		if !ok {
+			continue
+		}
+		code, out, err := e2e.Audit(cli, file, args...)
+		if err != nil {
+			return codes, err
+		}
+		codes[name] = code
+		logf("sharing-affinity audit %s %s: exit %d\n%s", file, strings.Join(args, " "), code, strings.TrimSpace(out))
+		if code != 0 && failed == nil {
+			failed = fmt.Errorf("sharing-affinity audit %s %s: exit %d", file, strings.Join(args, " "), code)
+		}
+	}
+	return codes, failed
 }
 
 // parallel runs f(0..n-1) on workers goroutines; the first error wins.
