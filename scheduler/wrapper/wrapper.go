@@ -192,13 +192,18 @@ func (p *Plugin) PreEnqueue(ctx context.Context, pod *v1.Pod) *framework.Status 
 	default:
 		return nil
 	}
-	if err := missingClaim(pod, p.backend.Claim); err != nil {
-		klog.FromContext(ctx).V(5).Info("sharing-affinity: pod waits for its claims", "pod", klog.KObj(pod), "reason", err)
-		s := framework.NewStatus(framework.UnschedulableAndUnresolvable, err.Error())
-		p.reject(pod, s)
-		return s
+	err := missingClaim(pod, p.backend.Claim)
+	if err == nil {
+		return nil
 	}
-	return nil
+	s := framework.NewStatus(framework.UnschedulableAndUnresolvable, err.Error())
+	p.reject(pod, s)
+	// The claim's event may have come between the check and the record: look once more.
+	if err = missingClaim(pod, p.backend.Claim); err == nil {
+		return nil
+	}
+	klog.FromContext(ctx).V(5).Info("sharing-affinity: pod waits for its claims", "pod", klog.KObj(pod), "reason", err)
+	return framework.NewStatus(framework.UnschedulableAndUnresolvable, err.Error())
 }
 
 // missingClaim is why the pod cannot be scheduled yet for want of a claim (upstream's
