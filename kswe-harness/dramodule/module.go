@@ -1,7 +1,8 @@
 // Package dramodule is the sharing-affinity.dra/v1 host module on wazero
 // (docs/kswe-dra-extension.md §2), and the import resolver that lets the unmodified KSWE plugin
-// link a guest against it. The objects behind the module come from a Backend: the harness's
-// recorded store is one.
+// link a guest against it. The objects behind the module come from a Backend, which keeps them in
+// a Feed (the change feed of §2.1): the harness's recorded store and the scheduler's informer
+// backend (scheduler/informer) are the two.
 //
 // KSWE creates its own wazero runtime and instantiates only its own host modules. wazero (since
 // v1.8) reads an experimental.ImportResolver from the context of every module instantiation and
