@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sharing-affinity/kswe-harness/dramodule"
 )
 
 const (
@@ -291,7 +293,7 @@ func newExtendedClaim(pod *corev1.Pod, requests []extRequest) map[string]any {
 // through a device plugin the guest allocates none for it). ok is false when the pod asks for no
 // DRA-backed resource; an error when a result names a request the pod does not make. Mirrors
 // `extended::claim_for_allocation`.
-func claimForAllocation(pod *corev1.Pod, classes []map[string]any, allocation *allocationResult) (map[string]any, *extendedStatus, bool, error) {
+func claimForAllocation(pod *corev1.Pod, classes []map[string]any, allocation *dramodule.AllocationResult) (map[string]any, *extendedStatus, bool, error) {
 	mapping, err := classMapping(classes)
 	if err != nil {
 		return nil, nil, false, err

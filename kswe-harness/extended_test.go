@@ -103,13 +103,13 @@ func testClass(name, extendedResourceName string) map[string]any {
 	}
 }
 
-func testAllocation(t *testing.T, requests ...string) *allocationResult {
+func testAllocation(t *testing.T, requests ...string) *dramodule.AllocationResult {
 	t.Helper()
 	results := make([]string, len(requests))
 	for i, r := range requests {
 		results[i] = `{"request":"` + r + `","driver":"d","pool":"p","device":"x"}`
 	}
-	a, ok := decodeAllocation([]byte(`{"devices":{"results":[` + strings.Join(results, ",") + `]}}`))
+	a, ok := dramodule.DecodeAllocation([]byte(`{"devices":{"results":[` + strings.Join(results, ",") + `]}}`))
 	if !ok {
 		t.Fatal("the test allocation does not decode")
 	}

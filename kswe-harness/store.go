@@ -12,32 +12,11 @@ import (
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
-	resourcev1beta2 "k8s.io/api/resource/v1beta2"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 
 	"sharing-affinity/kswe-harness/dramodule"
 )
-
-// allocationResult is a resource.k8s.io/v1 AllocationResult: k8s.io/api v0.33 has no v1 group, so
-// it is the v1beta2 type (the same shape) plus the KEP-5075 fields of v1.
-type allocationResult struct {
-	Devices struct {
-		Results []deviceResult                                  `json:"results,omitempty"`
-		Config  []resourcev1beta2.DeviceAllocationConfiguration `json:"config,omitempty"`
-	} `json:"devices"`
-	NodeSelector        *corev1.NodeSelector `json:"nodeSelector,omitempty"`
-	AllocationTimestamp *metav1.Time         `json:"allocationTimestamp,omitempty"`
-}
-
-type deviceResult struct {
-	resourcev1beta2.DeviceRequestAllocationResult `json:",inline"`
-	ShareID                                       *string                      `json:"shareID,omitempty"`
-	ConsumedCapacity                              map[string]resource.Quantity `json:"consumedCapacity,omitempty"`
-}
 
 // write is one allocation the guest wrote at PreBind.
 type write struct {
@@ -174,22 +153,6 @@ func (s *store) Changes(cursor string) []byte {
 	return s.feed.Changes(cursor)
 }
 
-func decodeAllocation(raw []byte) (*allocationResult, bool) {
-	var a allocationResult
-	if err := json.Unmarshal(raw, &a); err != nil {
-		return nil, false
-	}
-	return &a, true
-}
-
-// sameAllocation compares two AllocationResults by meaning (absent and empty lists are equal,
-// quantities compare by value).
-func sameAllocation(a, b []byte) bool {
-	x, ok1 := decodeAllocation(a)
-	y, ok2 := decodeAllocation(b)
-	return ok1 && ok2 && apiequality.Semantic.DeepEqual(x, y)
-}
-
 // claimAllocation is a stored claim's status.allocation as JSON (nil when it has none). An
 // allocation that does not encode is an error. The caller holds the lock.
 func (s *store) claimAllocation(key string) ([]byte, error) {
@@ -267,7 +230,7 @@ func (s *store) generatedClaim(claim string, pod *corev1.Pod) (string, map[strin
 // scheduling cycles see its devices as taken while the pod binds (the resourceclaim controller
 // creates a template's claim before the pod is scheduled). Mirrors `ObjectStore::set_pending`.
 func (s *store) SetPending(claim string, pod *corev1.Pod, allocation []byte) int32 {
-	if _, ok := decodeAllocation(allocation); !ok {
+	if _, ok := dramodule.DecodeAllocation(allocation); !ok {
 		return dramodule.Invalid
 	}
 	s.mu.Lock()
@@ -291,7 +254,7 @@ func (s *store) checkWrite(claim string, pod *corev1.Pod, allocation []byte) int
 	switch {
 	case err != nil:
 		return dramodule.Invalid
-	case current != nil && !sameAllocation(current, allocation):
+	case current != nil && !dramodule.SameAllocation(current, allocation):
 		return dramodule.Conflict
 	}
 	return dramodule.OK
@@ -365,7 +328,7 @@ func (s *store) extendedClaim(claim string, pod *corev1.Pod, hasStatus bool, all
 	if hasStatus || dramodule.Key(pod.Namespace, extendedClaimName(pod)) != claim {
 		return nil, nil, dramodule.NotFound
 	}
-	alloc, ok := decodeAllocation(allocation)
+	alloc, ok := dramodule.DecodeAllocation(allocation)
 	if !ok {
 		return nil, nil, dramodule.Invalid
 	}
@@ -427,7 +390,7 @@ func (s *store) forgetExtendedClaim(podUID, claim string) {
 // first. Mirrors `ObjectStore::write_allocation`.
 func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	var alloc any
-	if _, ok := decodeAllocation(allocation); !ok || json.Unmarshal(allocation, &alloc) != nil {
+	if _, ok := dramodule.DecodeAllocation(allocation); !ok || json.Unmarshal(allocation, &alloc) != nil {
 		return dramodule.Invalid
 	}
 	s.mu.Lock()

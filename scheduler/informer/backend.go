@@ -9,7 +9,6 @@ package informer
 import (
 	"context"
 	"encoding/json"
-	"reflect"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -186,21 +185,21 @@ func (b *Backend) Changes(cursor string) []byte {
 	return b.feed.Changes(cursor)
 }
 
-func sameJSON(a any, raw []byte) bool {
-	var x, y any
-	ja, err := json.Marshal(a)
-	if err != nil || json.Unmarshal(ja, &x) != nil || json.Unmarshal(raw, &y) != nil {
+// holdsOther reports whether a claim's status.allocation (as the API server has it) is an
+// allocation other than the guest's, compared by meaning (dramodule.SameAllocation).
+func holdsOther(current any, allocation []byte) bool {
+	if current == nil {
 		return false
 	}
-	return reflect.DeepEqual(x, y)
+	raw, err := json.Marshal(current)
+	return err != nil || !dramodule.SameAllocation(raw, allocation)
 }
 
 // SetPending implements dramodule.Backend: the allocation shows as the claim's status.allocation
 // until it is written or dropped. The scheduler never creates claims: a claim not (yet) in the
 // informer cache is NotFound.
 func (b *Backend) SetPending(claim string, pod *corev1.Pod, allocation []byte) int32 {
-	var a map[string]any
-	if json.Unmarshal(allocation, &a) != nil {
+	if _, ok := dramodule.DecodeAllocation(allocation); !ok {
 		return dramodule.Invalid
 	}
 	b.mu.Lock()
@@ -209,7 +208,7 @@ func (b *Backend) SetPending(claim string, pod *corev1.Pod, allocation []byte) i
 	if !ok {
 		return dramodule.NotFound
 	}
-	if cur := dramodule.Status(object)["allocation"]; cur != nil && !sameJSON(cur, allocation) {
+	if holdsOther(dramodule.Status(object)["allocation"], allocation) {
 		return dramodule.Conflict
 	}
 	b.feed.SetPending(claim, string(pod.UID), allocation)
@@ -232,7 +231,7 @@ func (b *Backend) DropPending(podUID string) {
 // it does not exist; Invalid for bad JSON or any other failed write (PreBind then fails).
 func (b *Backend) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32 {
 	var alloc map[string]any
-	if json.Unmarshal(allocation, &alloc) != nil {
+	if _, ok := dramodule.DecodeAllocation(allocation); !ok || json.Unmarshal(allocation, &alloc) != nil {
 		return dramodule.Invalid
 	}
 	namespace, name, found := strings.Cut(claim, "/")
@@ -254,7 +253,7 @@ func (b *Backend) WriteAllocation(claim string, pod *corev1.Pod, allocation []by
 		if status == nil {
 			status = map[string]any{}
 		}
-		if cur := status["allocation"]; cur != nil && !sameJSON(cur, allocation) {
+		if holdsOther(status["allocation"], allocation) {
 			result = dramodule.Conflict
 			return nil
 		}

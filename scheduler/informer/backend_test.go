@@ -174,3 +174,25 @@ func TestWriteAllocationFailsCleanly(t *testing.T) {
 		t.Fatalf("bad JSON: %d", r)
 	}
 }
+
+// "The same allocation" is by meaning, as the recorded store compares it: the API server may
+// write a quantity or an empty list differently from the guest.
+func TestTheSameAllocationIsComparedByMeaning(t *testing.T) {
+	written := `{"devices":{"results":[{"request":"nic","driver":"d","pool":"p","device":"eth1","consumedCapacity":{"slots":"1Gi"}}]}}`
+	again := `{"devices":{"config":[],"results":[{"request":"nic","driver":"d","pool":"p","device":"eth1","consumedCapacity":{"slots":"1024Mi"}}]}}`
+	c := fakeClient(claim("a", nil))
+	b := New(c)
+	b.MarkSynced()
+	if r := b.WriteAllocation("ns/a", pod, []byte(written)); r != dramodule.OK {
+		t.Fatalf("WriteAllocation: %d", r)
+	}
+	if r := b.WriteAllocation("ns/a", pod, []byte(again)); r != dramodule.OK {
+		t.Fatalf("the same allocation written differently: %d", r)
+	}
+	if r := b.SetPending("ns/a", pod, []byte(again)); r != dramodule.OK {
+		t.Fatalf("pending, the same allocation written differently: %d", r)
+	}
+	if r := b.SetPending("ns/a", pod, []byte(`{"devices":{"results":"no"}}`)); r != dramodule.Invalid {
+		t.Fatalf("not an AllocationResult: %d", r)
+	}
+}
