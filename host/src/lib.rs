@@ -15,7 +15,8 @@
 //! - [`artifact`]: finds (or builds with cargo) the guest core modules, each in its own target
 //!   directory, and encodes the component one as a component.
 //! - [`audit`]: `sharing-affinity audit` and the per-Bind audit trail of `replay --audit`.
-//! - [`replay`]: drives a recorded cluster through an engine pod by pod; [`report`] prints the result.
+//! - [`replay`]: drives a recorded cluster through an engine pod by pod; [`report`] prints the result;
+//!   [`html`] writes the explainer's view of it as one file (`replay --output html`).
 //! - [`generate`]: a deterministic generator of clusters of any size in the recorded format.
 //! - [`simulate`]: native sharing affinity against the driver workaround on one generated workload.
 
@@ -25,6 +26,7 @@ pub mod bindings;
 pub mod component;
 pub mod engine;
 pub mod generate;
+pub mod html;
 pub mod kswe;
 pub mod limits;
 pub mod native;

@@ -2,7 +2,7 @@
 //!
 //! ```text
 //! sharing-affinity replay CLUSTER.json|SCENARIO_DIR [--engine native|component|kswe] [--plugin FILE.wasm]
-//!     [--config CONFIG.json] [--output table|json] [--explain] [--binding sync|async] [--now TIME]
+//!     [--config CONFIG.json] [--output table|json|html] [--explain] [--binding sync|async] [--now TIME]
 //!     [--guest-time-limit T] [--guest-memory-limit M] [--guest-stack-limit S] [--guest-args ARG...]
 //! sharing-affinity generate --nodes N --devices-per-node D [--pods P] [--running R] [--affinity-keys K]
 //!     [--groups G] [--profile nic|gpu|fpga|rdma|plain] [--seed S] [--extractors-in-config] [--burst B]
@@ -43,7 +43,7 @@ use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweModule, TrapPolicy
 use sharing_affinity_host::limits::{self, Limits};
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Binding, Cluster, Position, replay_with};
-use sharing_affinity_host::{artifact, audit, report, simulate};
+use sharing_affinity_host::{artifact, audit, html, report, simulate};
 use wasmtime::error::Context;
 use wasmtime::{Result, bail, format_err};
 
@@ -210,8 +210,8 @@ struct ReplayArgs {
     #[arg(long, value_name = "CONFIG.json")]
     config: Option<PathBuf>,
     /// Output format.
-    #[arg(long, value_enum, default_value_t = Output::Table)]
-    output: Output,
+    #[arg(long, value_enum, default_value_t = ReplayOutput::Table)]
+    output: ReplayOutput,
     /// With the table output: the code, reason and score of every node for every pod.
     #[arg(long)]
     explain: bool,
@@ -279,6 +279,18 @@ enum Output {
     Json,
 }
 
+/// `replay`'s output formats: [`Output`]'s and the explainer's.
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum ReplayOutput {
+    /// One line per pod, and a latency summary.
+    Table,
+    /// The full report as JSON.
+    Json,
+    /// The explainer page's view (decisions, the scheduler's message, a node × device grid per
+    /// pod, the locks of shareable devices) as one self-contained HTML file, to attach to a bug
+    /// report. Computed by the native core, whatever `--engine` says.
+    Html,
+}
 /// How a command that ran ends.
 enum Verdict {
     /// Exit status 0.
@@ -444,6 +456,11 @@ fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
         cluster.now = now;
     }
     let config = read_config(config_path.as_deref())?;
+    let output = match args.output {
+        ReplayOutput::Table => Output::Table,
+        ReplayOutput::Json => Output::Json,
+        ReplayOutput::Html => return write_html(args, &cluster, &cluster_path, &config),
+    };
     let mut engine = make_engine(args, &config)?;
     let mut trail = match args.audit {
         true => Some(audit::Trail::new(&cluster, &config)?),
@@ -482,7 +499,7 @@ fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
         eprintln!("plugin log: {line}");
     }
     let Some(trail) = trail else {
-        match args.output {
+        match output {
             Output::Json => println!("{}", report::to_json_text(&result, true)),
             Output::Table => print!("{}", report::table(&result, args.explain)),
         }
@@ -491,7 +508,7 @@ fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
     for claim in &trail.unplaced {
         eprintln!("warning: audit: bind returned an allocation for unknown claim {claim}");
     }
-    match args.output {
+    match output {
         Output::Json => {
             let mut json = report::to_json(&result);
             json["audit"] = serde_json::to_value(&trail.findings)?;
@@ -506,6 +523,23 @@ fn run_replay(args: &ReplayArgs) -> Result<Verdict> {
         true => Ok(rejected_or_clean(&result)),
         false => Ok(Verdict::Violations),
     }
+}
+
+/// `replay --output html`: the explainer's view, computed natively ([`html`]).
+fn write_html(args: &ReplayArgs, cluster: &Cluster, path: &Path, config: &str) -> Result<Verdict> {
+    if args.audit || args.explain {
+        bail!("--audit and --explain apply to --output table and json, not to --output html");
+    }
+    let explanation = sharing_affinity_replay::explain::explain_with_grids(cluster, config, html::GRID_CELLS)
+        .map_err(|e| format_err!("{e}"))?;
+    for rejected in &explanation.rejected {
+        eprintln!("warning: rejected {rejected}");
+    }
+    print!("{}", html::page(&explanation, &path.display().to_string()));
+    Ok(match explanation.rejected.is_empty() {
+        true => Verdict::Clean,
+        false => Verdict::Rejected,
+    })
 }
 
 fn rejected_or_clean(result: &sharing_affinity_host::replay::Replay) -> Verdict {
