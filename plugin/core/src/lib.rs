@@ -35,6 +35,7 @@ pub mod taints;
 pub mod time;
 
 pub use error::Error;
+pub use plugin::{ClaimAllocation, EventKind, Plugin, PostFilter, extended};
 pub use status::{Code, Status};
 pub mod plugin;
 
