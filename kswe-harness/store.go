@@ -204,13 +204,11 @@ func (s *store) generatedClaim(claim string, pod *corev1.Pod) (string, map[strin
 		if template == nil {
 			return "", nil, false
 		}
-		meta := map[string]any{}
-		if m, found, _ := unstructured.NestedFieldNoCopy(template, "spec", "metadata"); found {
-			if m, ok := m.(map[string]any); ok {
-				for k, v := range m {
-					meta[k] = v
-				}
-			}
+		// A copy of the template's spec.metadata; none, or one that is not an object, gives the
+		// claim no other metadata (the template is not checked here).
+		meta, _, _ := unstructured.NestedMap(template, "spec", "metadata")
+		if meta == nil {
+			meta = map[string]any{}
 		}
 		meta["name"], meta["namespace"] = name, pod.Namespace
 		meta["ownerReferences"] = []any{map[string]any{
@@ -389,8 +387,13 @@ func (s *store) forgetExtendedClaim(podUID, claim string) {
 // (PreBind), creating a claim the pod generates (from a template, or its KEP-5004 special claim)
 // first. Mirrors `ObjectStore::write_allocation`.
 func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32 {
+	if _, ok := dramodule.DecodeAllocation(allocation); !ok {
+		return dramodule.Invalid
+	}
+	// The allocation as JSON fields, stored as the guest wrote it: re-encoding the decoded form
+	// would drop fields the Go type does not know and add ones the guest left out.
 	var alloc any
-	if _, ok := dramodule.DecodeAllocation(allocation); !ok || json.Unmarshal(allocation, &alloc) != nil {
+	if err := json.Unmarshal(allocation, &alloc); err != nil {
 		return dramodule.Invalid
 	}
 	s.mu.Lock()

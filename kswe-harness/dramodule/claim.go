@@ -14,12 +14,32 @@ func Status(object map[string]any) map[string]any {
 	return m
 }
 
+// reservedFor is a claim status's reservedFor as stored (nil when it has none or it is not a
+// list): the entries are read, not copied.
+func reservedFor(status map[string]any) []any {
+	reserved, _, _ := unstructured.NestedFieldNoCopy(status, "reservedFor")
+	list, _ := reserved.([]any)
+	return list
+}
+
+// consumer is the uid and resource of a reservedFor entry; ok is false when the entry is not an
+// object or has no string uid (a resource that is absent or not a string is "").
+func consumer(entry any) (uid, resource string, ok bool) {
+	m, isObject := entry.(map[string]any)
+	if !isObject {
+		return "", "", false
+	}
+	uid, found, err := unstructured.NestedString(m, "uid")
+	resource, _, _ = unstructured.NestedString(m, "resource")
+	return uid, resource, found && err == nil
+}
+
 // ReserveFor adds the pod to a claim status's reservedFor unless it is there, in a new list (the
 // old one is not changed).
 func ReserveFor(status map[string]any, pod *corev1.Pod) {
-	reserved, _ := status["reservedFor"].([]any)
+	reserved := reservedFor(status)
 	for _, r := range reserved {
-		if m, ok := r.(map[string]any); ok && m["uid"] == string(pod.UID) && m["resource"] == "pods" {
+		if uid, resource, ok := consumer(r); ok && uid == string(pod.UID) && resource == "pods" {
 			return
 		}
 	}
@@ -30,9 +50,8 @@ func ReserveFor(status map[string]any, pod *corev1.Pod) {
 // ReservedForOthers reports whether a claim status's reservedFor names a consumer other than the
 // pod (a pod without a UID is never the consumer).
 func ReservedForOthers(status map[string]any, pod *corev1.Pod) bool {
-	reserved, _ := status["reservedFor"].([]any)
-	for _, r := range reserved {
-		if m, ok := r.(map[string]any); !ok || pod.UID == "" || m["uid"] != string(pod.UID) {
+	for _, r := range reservedFor(status) {
+		if uid, _, ok := consumer(r); !ok || pod.UID == "" || uid != string(pod.UID) {
 			return true
 		}
 	}

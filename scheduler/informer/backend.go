@@ -230,8 +230,13 @@ func (b *Backend) DropPending(podUID string) {
 // after re-reading the claim. Conflict (3) when the claim holds another allocation; NotFound when
 // it does not exist; Invalid for bad JSON or any other failed write (PreBind then fails).
 func (b *Backend) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte) int32 {
+	if _, ok := dramodule.DecodeAllocation(allocation); !ok {
+		return dramodule.Invalid
+	}
+	// The allocation as JSON fields, written as the guest wrote it: re-encoding the decoded form
+	// would drop fields the Go type does not know and add ones the guest left out.
 	var alloc map[string]any
-	if _, ok := dramodule.DecodeAllocation(allocation); !ok || json.Unmarshal(allocation, &alloc) != nil {
+	if err := json.Unmarshal(allocation, &alloc); err != nil {
 		return dramodule.Invalid
 	}
 	namespace, name, found := strings.Cut(claim, "/")
