@@ -6,6 +6,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"sharing-affinity/kswe-harness/dramodule"
@@ -49,7 +50,7 @@ func TestDeallocateClearsOnlyAtTheVersionSeenAndForNoOtherPod(t *testing.T) {
 	if got := events(d); !reflect.DeepEqual(got, []string{"MODIFIED a"}) {
 		t.Fatalf("feed: %v", got)
 	}
-	if status := d.Events[0].Object["status"]; status != nil && len(status.(map[string]any)) != 0 {
+	if status, _, err := unstructured.NestedMap(d.Events[0].Object, "status"); err != nil || len(status) != 0 {
 		t.Fatalf("status not cleared: %v", status)
 	}
 	if got := s.TakeDeallocated("uid-q"); got != "ns/a" {

@@ -10,6 +10,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/types"
 
 	"sharing-affinity/kswe-harness/dramodule"
@@ -292,7 +293,7 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 	if e == nil {
 		t.Fatal("the special claim was not created")
 	}
-	requests, _ := e["spec"].(map[string]any)["devices"].(map[string]any)["requests"].([]any)
+	requests, _, _ := unstructured.NestedSlice(e, "spec", "devices", "requests")
 	if len(requests) != 1 || field(requests[0].(map[string]any), "name") != "container-0-request-0" {
 		t.Errorf("requests: %v", requests)
 	}
@@ -320,10 +321,10 @@ func TestSpecialClaimIsCreatedWithTheAllocatedRequestsAndDeletedOnUnreserve(t *t
 	if e == nil {
 		t.Fatal("the special claim was not created")
 	}
-	claimStatus, _ := e["status"].(map[string]any)
-	requests, _ = e["spec"].(map[string]any)["devices"].(map[string]any)["requests"].([]any)
-	reserved, _ := claimStatus["reservedFor"].([]any)
-	if claimStatus["allocation"] == nil || len(requests) != 2 || len(reserved) != 1 || reserved[0].(map[string]any)["uid"] != "u1" {
+	allocation, _, _ := unstructured.NestedFieldNoCopy(e, "status", "allocation")
+	requests, _, _ = unstructured.NestedSlice(e, "spec", "devices", "requests")
+	reserved, _, _ := unstructured.NestedSlice(e, "status", "reservedFor")
+	if allocation == nil || len(requests) != 2 || len(reserved) != 1 || field(reserved[0].(map[string]any), "uid") != "u1" {
 		t.Errorf("claim: %v", e)
 	}
 	// A pending write of the same allocation for the allocated claim.

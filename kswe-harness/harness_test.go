@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/tetratelabs/wazero"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 // guestPath is the KSWE guest the workspace's artifact code built ($KSWE_GUEST; the Rust test
@@ -74,8 +75,8 @@ func expected(t *testing.T, dir string) any {
 func firstDifference(got, want any) string {
 	g, _ := got.(map[string]any)
 	w, _ := want.(map[string]any)
-	gp, _ := g["pods"].([]any)
-	wp, _ := w["pods"].([]any)
+	gp, _, _ := unstructured.NestedSlice(g, "pods")
+	wp, _, _ := unstructured.NestedSlice(w, "pods")
 	for i := 0; i < len(gp) && i < len(wp); i++ {
 		if !reflect.DeepEqual(gp[i], wp[i]) {
 			a, _ := json.Marshal(gp[i])

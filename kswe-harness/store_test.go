@@ -175,8 +175,7 @@ func TestWriteAllocationReservesOnceAndDetectsConflicts(t *testing.T) {
 		t.Errorf("unknown claim: %d", got)
 	}
 	d := feed(t, s, "")
-	status := d.Events[0].Object["status"].(map[string]any)
-	if reserved := status["reservedFor"].([]any); len(reserved) != 1 || reserved[0].(map[string]any)["uid"] != "u1" {
+	if reserved, _, _ := unstructured.NestedSlice(d.Events[0].Object, "status", "reservedFor"); len(reserved) != 1 || field(reserved[0].(map[string]any), "uid") != "u1" {
 		t.Errorf("the pod is added to reservedFor once: %v", reserved)
 	}
 	if w := s.TakeWrites("u1"); len(w) != 2 || w[0].Claim != "ns/a" {
@@ -235,9 +234,9 @@ func TestTemplateClaimsAreCreatedAtReserveAndNamedInThePodStatus(t *testing.T) {
 	if field(claim, "metadata", "labels", "l") != "v" || claim["spec"] == nil {
 		t.Errorf("template metadata and spec: %v", claim)
 	}
-	owners := claim["metadata"].(map[string]any)["ownerReferences"].([]any)
-	if owner := owners[0].(map[string]any); owner["uid"] != "u1" || owner["controller"] != true {
-		t.Errorf("the pod owns the claim: %v", owner)
+	owners := (&unstructured.Unstructured{Object: claim}).GetOwnerReferences()
+	if len(owners) != 1 || owners[0].UID != "u1" || owners[0].Controller == nil || !*owners[0].Controller {
+		t.Errorf("the pod owns the claim: %v", owners)
 	}
 	stored, err := s.Pod("ns/p")
 	if err != nil {

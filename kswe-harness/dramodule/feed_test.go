@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 )
 
 type document struct {
@@ -28,7 +29,7 @@ func pull(t *testing.T, f *Feed, cursor string) (document, []string) {
 	}
 	var events []string
 	for _, e := range d.Events {
-		name, _ := e.Object["metadata"].(map[string]any)["name"].(string)
+		name, _, _ := unstructured.NestedString(e.Object, "metadata", "name")
 		events = append(events, e.Type+" "+name)
 	}
 	return d, events
@@ -73,7 +74,7 @@ func TestFeedStampsVersionsAndCachesDocuments(t *testing.T) {
 	f.StampVersions = true
 	rev := f.Put(claim("a"))
 	object, _ := f.Get(ID{"ResourceClaim", "ns/a"})
-	if object["metadata"].(map[string]any)["resourceVersion"] != fmt.Sprint(rev) {
+	if version, _, _ := unstructured.NestedString(object, "metadata", "resourceVersion"); version != fmt.Sprint(rev) {
 		t.Fatalf("resourceVersion: %v", object["metadata"])
 	}
 	one, two := f.Changes(""), f.Changes("")
@@ -118,8 +119,8 @@ func TestPendingAllocationsShowUntilForgotten(t *testing.T) {
 		t.Fatalf("pending: %v", f.PendingOf("uid-1"))
 	}
 	d2, events := pull(t, f, d.Cursor)
-	status, _ := d2.Events[0].Object["status"].(map[string]any)
-	if !reflect.DeepEqual(events, []string{"MODIFIED a"}) || status["allocation"] == nil {
+	allocation, _, _ := unstructured.NestedFieldNoCopy(d2.Events[0].Object, "status", "allocation")
+	if !reflect.DeepEqual(events, []string{"MODIFIED a"}) || allocation == nil {
 		t.Fatalf("pending not shown: %+v", d2)
 	}
 	if object, _ := f.Get(ID{"ResourceClaim", "ns/a"}); object["status"] != nil {
@@ -143,7 +144,7 @@ func TestReservedFor(t *testing.T) {
 	}
 	ReserveFor(status, pod)
 	ReserveFor(status, pod)
-	if len(status["reservedFor"].([]any)) != 2 || len(old) != 1 {
+	if reserved, _, _ := unstructured.NestedSlice(status, "reservedFor"); len(reserved) != 2 || len(old) != 1 {
 		t.Fatalf("reservedFor %v (old list %v)", status["reservedFor"], old)
 	}
 	mine := map[string]any{}

@@ -32,6 +32,20 @@ func claim(name string, allocation map[string]any) *unstructured.Unstructured {
 	return u
 }
 
+// allocationOf is an object's status.allocation, or nil.
+func allocationOf(object map[string]any) any {
+	allocation, _, _ := unstructured.NestedFieldNoCopy(object, "status", "allocation")
+	return allocation
+}
+
+// field is the string field of a list entry, or "" when the entry is not an object or the field
+// is not a string.
+func field(entry any, name string) string {
+	m, _ := entry.(map[string]any)
+	v, _, _ := unstructured.NestedString(m, name)
+	return v
+}
+
 func fakeClient(objects ...runtime.Object) *dynamicfake.FakeDynamicClient {
 	s := runtime.NewScheme()
 	return dynamicfake.NewSimpleDynamicClientWithCustomListKinds(s, map[schema.GroupVersionResource]string{
@@ -93,7 +107,7 @@ func TestInformerEventsAreFeedRevisions(t *testing.T) {
 		t.Fatalf("SetPending: %d", r)
 	}
 	d4 := changes(t, b, d2.Cursor)
-	if len(d4.Events) != 1 || d4.Events[0].Object["status"].(map[string]any)["allocation"] == nil {
+	if len(d4.Events) != 1 || allocationOf(d4.Events[0].Object) == nil {
 		t.Fatalf("pending not shown: %+v", d4)
 	}
 	b.DropPending("uid-1")
@@ -119,12 +133,11 @@ func TestWriteAllocation(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	status := got.Object["status"].(map[string]any)
-	if status["allocation"] == nil {
-		t.Fatalf("no allocation: %+v", status)
+	if allocationOf(got.Object) == nil {
+		t.Fatalf("no allocation: %+v", got.Object["status"])
 	}
-	rf := status["reservedFor"].([]any)
-	if len(rf) != 1 || rf[0].(map[string]any)["uid"] != "uid-1" || rf[0].(map[string]any)["resource"] != "pods" {
+	rf, _, _ := unstructured.NestedSlice(got.Object, "status", "reservedFor")
+	if len(rf) != 1 || field(rf[0], "uid") != "uid-1" || field(rf[0], "resource") != "pods" {
 		t.Fatalf("reservedFor: %+v", rf)
 	}
 	// The same allocation again is fine; another one is a conflict.

@@ -16,20 +16,25 @@ import (
 )
 
 // allocatedFor is claim a at resourceVersion "1", allocated and reserved for the pods with uids.
-func allocatedFor(uids ...string) *unstructured.Unstructured {
+func allocatedFor(t *testing.T, uids ...string) *unstructured.Unstructured {
+	t.Helper()
 	u := claim("a", map[string]any{"devices": map[string]any{}})
 	reserved := []any{}
 	for _, uid := range uids {
 		reserved = append(reserved, map[string]any{"resource": "pods", "name": uid, "uid": uid})
 	}
-	status := u.Object["status"].(map[string]any)
-	status["reservedFor"] = reserved
-	status["devices"] = []any{map[string]any{"driver": "d", "pool": "p", "device": "eth1"}}
+	if err := unstructured.SetNestedSlice(u.Object, reserved, "status", "reservedFor"); err != nil {
+		t.Fatal(err)
+	}
+	devices := []any{map[string]any{"driver": "d", "pool": "p", "device": "eth1"}}
+	if err := unstructured.SetNestedSlice(u.Object, devices, "status", "devices"); err != nil {
+		t.Fatal(err)
+	}
 	return u
 }
 
 func TestDeallocateClearsTheStatusAtTheVersionSeen(t *testing.T) {
-	c := fakeClient(allocatedFor("uid-1"))
+	c := fakeClient(allocatedFor(t, "uid-1"))
 	b := New(c)
 	b.MarkSynced()
 	if r := b.Deallocate("ns/a", "2", pod); r != dramodule.Conflict {
@@ -45,13 +50,13 @@ func TestDeallocateClearsTheStatusAtTheVersionSeen(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if status := got.Object["status"].(map[string]any); len(status) != 0 {
+	if status, _, err := unstructured.NestedMap(got.Object, "status"); err != nil || len(status) != 0 {
 		t.Fatalf("status not cleared: %+v", status)
 	}
 }
 
 func TestDeallocateLeavesAClaimAnotherPodUses(t *testing.T) {
-	c := fakeClient(allocatedFor("uid-1", "uid-2"))
+	c := fakeClient(allocatedFor(t, "uid-1", "uid-2"))
 	b := New(c)
 	b.MarkSynced()
 	if r := b.Deallocate("ns/a", "1", pod); r != dramodule.Conflict {
@@ -60,7 +65,7 @@ func TestDeallocateLeavesAClaimAnotherPodUses(t *testing.T) {
 }
 
 func TestDeallocateDoesNotRetryAConflict(t *testing.T) {
-	c := fakeClient(allocatedFor())
+	c := fakeClient(allocatedFor(t))
 	calls := 0
 	c.PrependReactor("update", "resourceclaims", func(a clienttesting.Action) (bool, runtime.Object, error) {
 		calls++

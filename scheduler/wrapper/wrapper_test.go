@@ -84,14 +84,14 @@ func TestPodAndResolverReachTheKSWEPlugin(t *testing.T) {
 	var node corev1.Node
 	var template map[string]any
 	for _, o := range list.Items {
-		b.Upsert(&unstructured.Unstructured{Object: o})
-		md := o["metadata"].(map[string]any)
+		u := &unstructured.Unstructured{Object: o}
+		b.Upsert(u)
 		switch {
-		case o["kind"] == "Pod" && md["name"] == "web-00":
+		case u.GetKind() == "Pod" && u.GetName() == "web-00":
 			decode(t, o, &pod)
-		case o["kind"] == "Node":
+		case u.GetKind() == "Node":
 			decode(t, o, &node)
-		case o["kind"] == "ResourceClaimTemplate":
+		case u.GetKind() == "ResourceClaimTemplate":
 			template = o
 		}
 	}
@@ -143,7 +143,7 @@ func TestPodAndResolverReachTheKSWEPlugin(t *testing.T) {
 	}
 	// The resourceclaim controller creates the claim and records it in the pod's status.
 	claimName := "web-00-nic"
-	spec := template["spec"].(map[string]any)["spec"]
+	spec, _, _ := unstructured.NestedFieldNoCopy(template, "spec", "spec")
 	b.Upsert(&unstructured.Unstructured{Object: map[string]any{
 		"apiVersion": "resource.k8s.io/v1", "kind": "ResourceClaim",
 		"metadata": map[string]any{"name": claimName, "namespace": "tenant-x", "uid": "claim-uid",
