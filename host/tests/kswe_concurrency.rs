@@ -4,9 +4,9 @@
 //! next pod's PreFilter used the instance), Unreserve runs on the scheduling instance, and a
 //! trapped instance is reused.
 //!
-//! The interleavings below fail against the guest before issue 10 (no `permit` export, one
-//! reservation per instance dropped by the next PreFilter, a `RefCell` borrow left behind by a
-//! trap): "bind called without a successful reserve", and every call after a trap trapping again.
+//! The interleavings below fail against a guest without a `permit` export, with one reservation
+//! per instance that the next PreFilter drops, or with a `RefCell` borrow left behind by a trap:
+//! "bind called without a successful reserve", and every call after a trap trapping again.
 
 use std::sync::OnceLock;
 

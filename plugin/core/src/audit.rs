@@ -1066,7 +1066,7 @@ fn extended_claim(
     pod_key: &str,
     a: &crate::plugin::ClaimAllocation,
 ) -> Option<ResourceClaim> {
-    use crate::plugin::extended;
+    use crate::extended;
     let pod = objects.iter().find_map(|o| match o {
         Object::Pod(p) if o.key() == pod_key => Some(p),
         _ => None,

@@ -35,9 +35,15 @@ pub mod taints;
 pub mod time;
 
 pub use error::Error;
-pub use plugin::{ClaimAllocation, EventKind, Plugin, PostFilter, extended};
+pub use plugin::{ClaimAllocation, EventKind, Plugin, PostFilter};
+pub use state::{AsNode, NodeName, NodeRef};
 pub use status::{Code, Status};
+
+mod cycle;
+pub mod extended;
 pub mod plugin;
+mod reservations;
+mod state;
 
 /// A `HashMap` with the Fx hasher: the allocator's maps are keyed by small integers, which
 /// SipHash would dominate (`rustc-hash` without its `std` feature, as cranelift uses it).

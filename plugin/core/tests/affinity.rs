@@ -8,8 +8,7 @@ use serde_json::{Value, json};
 use sharing_affinity_core::Code;
 use sharing_affinity_core::affinity::LockState;
 use sharing_affinity_core::index::DeviceKey;
-use sharing_affinity_core::plugin::{EventKind, NodeMemo, Plugin};
-use std::cell::Cell;
+use sharing_affinity_core::{EventKind, NodeName, Plugin};
 
 const SUBNET: &str = "object.kind == \"NICConfig\" ? object.subnet : \"\"";
 const PKEY: &str = "object.kind == \"NICConfig\" ? object.pkey : \"\"";
@@ -1047,17 +1046,11 @@ fn prescore_scores_is_prescore_then_score_on_each_node() {
         let mut two = plugin(&config, &objects);
         // The same through memos of the names, kept from list to list.
         let mut three = plugin(&config, &objects);
-        let memos: Vec<(&str, Cell<NodeMemo>)> = ["n1", "n2", "n3", "n9"]
-            .into_iter()
-            .map(|n| (n, Cell::default()))
-            .collect();
-        let remembered = |nodes: &[&str]| -> Vec<(&str, &Cell<NodeMemo>)> {
+        let memos: Vec<NodeName> = ["n1", "n2", "n3", "n9"].into_iter().map(NodeName::new).collect();
+        let remembered = |nodes: &[&str]| -> Vec<&NodeName> {
             nodes
                 .iter()
-                .map(|n| {
-                    let (name, memo) = memos.iter().find(|(m, _)| m == n).unwrap();
-                    (*name, memo)
-                })
+                .map(|n| memos.iter().find(|m| m.as_str() == *n).unwrap())
                 .collect()
         };
         for p in [&mut one, &mut two, &mut three] {
@@ -1066,11 +1059,7 @@ fn prescore_scores_is_prescore_then_score_on_each_node() {
         }
         for nodes in lists {
             let batch = one.prescore_scores(nodes);
-            assert_eq!(
-                three.prescore_scores_remembered(&remembered(nodes)),
-                batch,
-                "{nodes:?}"
-            );
+            assert_eq!(three.prescore_scores(&remembered(nodes)), batch, "{nodes:?}");
             assert!(two.prescore(nodes).is_success());
             let each: Vec<u32> = nodes.iter().map(|n| two.score(n).unwrap()).collect();
             assert_eq!(batch, Ok(each), "consolidate {consolidate}, {nodes:?}");
@@ -1082,7 +1071,7 @@ fn prescore_scores_is_prescore_then_score_on_each_node() {
         let failed = one.prescore_scores(&["n2", "n9"]).unwrap_err();
         assert_eq!(failed, two.prescore(&["n2", "n9"]));
         assert_eq!(
-            three.prescore_scores_remembered(&remembered(&["n2", "n9"])),
+            three.prescore_scores(&remembered(&["n2", "n9"])),
             Err(failed.clone())
         );
         assert!(

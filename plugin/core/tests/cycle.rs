@@ -3,12 +3,10 @@
 
 mod common;
 
-use std::cell::Cell;
-
 use common::*;
 use serde_json::json;
 use sharing_affinity_core::Code;
-use sharing_affinity_core::plugin::{EventKind, NodeMemo, Plugin};
+use sharing_affinity_core::{EventKind, NodeName, Plugin};
 
 fn base() -> Vec<serde_json::Value> {
     vec![
@@ -441,12 +439,12 @@ fn all_mode_device_sets_are_per_node_within_a_cycle() {
     assert_eq!(devices, ["c", "d", "e"]);
 }
 
-/// Filter through a [`NodeMemo`] decides as Filter by name while nodes come and go: a memo of a
+/// Filter through a [`NodeName`] (which remembers its lookup) decides as Filter by name while nodes come and go: a memo of a
 /// deleted node finds its id free, a memo is looked up again after a node was added (a deleted
 /// node's id goes to the next new node), and a memo made by another plugin instance is never
 /// taken for its own.
 #[test]
-fn filter_remembered_follows_nodes_added_and_deleted() {
+fn filter_by_node_name_follows_nodes_added_and_deleted() {
     let mut objects = base();
     objects.push(node("node-2"));
     objects.push(claim("c1", &[req("gpu", "class-a")]).json());
@@ -454,32 +452,36 @@ fn filter_remembered_follows_nodes_added_and_deleted() {
     let mut p = plugin("", &objects);
     let pod = format!("{NS}/p");
     assert!(p.prefilter(&pod).is_success());
-    let (m1, m2, m9) = (Cell::new(NodeMemo::default()), Cell::default(), Cell::default());
+    let (m1, m2, m9) = (
+        NodeName::new(NODE),
+        NodeName::new("node-2"),
+        NodeName::new("node-9"),
+    );
     // Made before any call below changes the nodes: tried on a second plugin at the end.
-    let other = Cell::new(NodeMemo::default());
-    assert!(p.filter_remembered(NODE, &other).is_success());
+    let other = NodeName::new(NODE);
+    assert!(p.filter(&other).is_success());
     for _ in 0..2 {
-        assert_eq!(p.filter_remembered(NODE, &m1), p.filter(NODE));
-        assert!(p.filter_remembered(NODE, &m1).is_success());
-        let st = p.filter_remembered("node-2", &m2);
+        assert_eq!(p.filter(&m1), p.filter(NODE));
+        assert!(p.filter(&m1).is_success());
+        let st = p.filter(&m2);
         assert_eq!(st, p.filter("node-2"));
         assert_eq!(st.code, Code::Unschedulable, "node-2 has no devices: {st}");
-        let st = p.filter_remembered("node-9", &m9);
+        let st = p.filter(&m9);
         assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
         assert!(st.reason.contains("node node-9 not found"), "{st}");
     }
     // node-1 leaves and node-3 takes its id: node-1's memo must not find node-3.
     p.apply(EventKind::Delete, &node(NODE).to_string()).unwrap();
     p.apply(EventKind::Add, &node("node-3").to_string()).unwrap();
-    let st = p.filter_remembered(NODE, &m1);
+    let st = p.filter(&m1);
     assert_eq!(st.code, Code::UnschedulableAndUnresolvable, "{st}");
     assert!(st.reason.contains("node node-1 not found"), "{st}");
-    assert_eq!(p.filter_remembered("node-2", &m2).code, Code::Unschedulable);
+    assert_eq!(p.filter(&m2).code, Code::Unschedulable);
     // node-1 comes back; node-9, not found before, appears (a memo of "not found" is refreshed too).
     p.apply(EventKind::Add, &node(NODE).to_string()).unwrap();
     p.apply(EventKind::Add, &node("node-9").to_string()).unwrap();
-    assert!(p.filter_remembered(NODE, &m1).is_success());
-    let st = p.filter_remembered("node-9", &m9);
+    assert!(p.filter(&m1).is_success());
+    let st = p.filter(&m9);
     assert_eq!(
         st.code,
         Code::Unschedulable,
@@ -489,7 +491,7 @@ fn filter_remembered_follows_nodes_added_and_deleted() {
     let mut labelled = node("node-9");
     labelled["metadata"]["labels"] = json!({"zone": "b"});
     p.apply(EventKind::Update, &labelled.to_string()).unwrap();
-    assert_eq!(p.filter_remembered("node-9", &m9), p.filter("node-9"));
+    assert_eq!(p.filter(&m9), p.filter("node-9"));
     // A second plugin with the same nodes added in the other order: the same number of node
     // changes, other ids. The first plugin's memo is looked up again there.
     let mut reordered = vec![node("node-2")];
@@ -497,6 +499,6 @@ fn filter_remembered_follows_nodes_added_and_deleted() {
     reordered.remove(1 + reordered[1..].iter().position(|o| *o == node("node-2")).unwrap());
     let mut q = plugin("", &reordered);
     assert!(q.prefilter(&pod).is_success());
-    assert!(q.filter_remembered(NODE, &other).is_success());
-    assert_eq!(q.filter_remembered("node-2", &m2).code, Code::Unschedulable);
+    assert!(q.filter(&other).is_success());
+    assert_eq!(q.filter(&m2).code, Code::Unschedulable);
 }

@@ -7,8 +7,8 @@ use serde_json::{Value, json};
 use sharing_affinity_core::Code;
 use std::collections::HashMap;
 
+use sharing_affinity_core::extended;
 use sharing_affinity_core::model::{ContainerExtendedResourceRequest, DeviceClass, Node, Pod};
-use sharing_affinity_core::plugin::extended;
 
 const GPU: &str = "example.com/gpu";
 
@@ -239,7 +239,7 @@ const FPGA: &str = "example.com/fpga";
 
 /// Filter, Reserve and Bind of pod `p` on `node`; the allocated (claim, requests) and the status.
 fn on_node(
-    p: &mut sharing_affinity_core::plugin::Plugin,
+    p: &mut sharing_affinity_core::Plugin,
     node: &str,
 ) -> (
     Vec<(String, Vec<String>)>,

@@ -8,8 +8,8 @@ use std::sync::Arc;
 
 use common::*;
 use serde_json::{Value, json};
+use sharing_affinity_core::EventKind;
 use sharing_affinity_core::model::{NodeSelector, OpaqueDeviceConfiguration, ResourceClaim};
-use sharing_affinity_core::plugin::EventKind;
 
 fn base() -> Vec<Value> {
     vec![

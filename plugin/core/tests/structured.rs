@@ -8,7 +8,7 @@ use serde_json::{Value, json};
 use sharing_affinity_core::Code;
 use sharing_affinity_core::affinity::LockState;
 use sharing_affinity_core::index::DeviceKey;
-use sharing_affinity_core::plugin::{EventKind, Plugin};
+use sharing_affinity_core::{EventKind, Plugin};
 
 const SUBNET_KEY: &str = "driver-a/subnet";
 

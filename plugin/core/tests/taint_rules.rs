@@ -6,7 +6,7 @@ mod common;
 use common::*;
 use serde_json::{Value, json};
 use sharing_affinity_core::Code;
-use sharing_affinity_core::plugin::EventKind;
+use sharing_affinity_core::EventKind;
 
 fn rule(version: &str, name: &str, selector: Option<Value>, key: &str, effect: &str) -> Value {
     let mut spec = json!({"taint": {"key": key, "value": "true", "effect": effect,

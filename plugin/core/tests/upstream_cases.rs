@@ -1411,7 +1411,7 @@ fn a_claim_reserved_for_256_consumers_takes_no_other_pod() {
 }
 
 /// node-1 with device-1, and pod-0 using `claim` (named claim-0).
-fn device_1_and_pod_0_with(claim: &Claim) -> sharing_affinity_core::plugin::Plugin {
+fn device_1_and_pod_0_with(claim: &Claim) -> sharing_affinity_core::Plugin {
     plugin(
         "",
         &[
@@ -1426,16 +1426,13 @@ fn device_1_and_pod_0_with(claim: &Claim) -> sharing_affinity_core::plugin::Plug
 
 /// node-1 and node-2 with device-1 each (pools pool-1 and pool-2), and pod-0 using `claim`
 /// (named claim-0); the pod's cycle Filters both nodes and returns PostFilter's answer.
-fn postfilter_after_two_nodes(claim: &Claim) -> sharing_affinity_core::plugin::PostFilter {
+fn postfilter_after_two_nodes(claim: &Claim) -> sharing_affinity_core::PostFilter {
     postfilter_and_plugin(claim).1
 }
 
 fn postfilter_and_plugin(
     claim: &Claim,
-) -> (
-    sharing_affinity_core::plugin::Plugin,
-    sharing_affinity_core::plugin::PostFilter,
-) {
+) -> (sharing_affinity_core::Plugin, sharing_affinity_core::PostFilter) {
     let mut s2 = slice("slice-2", "pool-2", 1, 1, &[device("device-1")]);
     s2["spec"]["nodeName"] = json!("node-2");
     let mut p = plugin(
@@ -1649,7 +1646,7 @@ fn a_claim_whose_binding_timed_out_is_unavailable_and_postfilter_deallocates_it(
         assert!(filter.is_success(), "{why}: {filter}");
         assert_eq!(deallocated, None, "{why}");
     }
-    match sharing_affinity_core::plugin::Plugin::new(r#"{"bindingTimeoutSeconds": 0}"#) {
+    match sharing_affinity_core::Plugin::new(r#"{"bindingTimeoutSeconds": 0}"#) {
         Err(e) => assert!(e.to_string().contains("bindingTimeoutSeconds"), "{e}"),
         Ok(_) => panic!("a zero binding timeout is refused"),
     }

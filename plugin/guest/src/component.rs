@@ -5,10 +5,11 @@
 //! here. The plugin lives in a thread-local slot that `configure` fills; every other export answers
 //! with an `error` status (or error entries) until then, never with a trap.
 
-use std::cell::{Cell, RefCell};
+use std::cell::RefCell;
 
+use sharing_affinity_core::NodeName;
 use sharing_affinity_core::model::{AllocationResult, DeviceRequestAllocationResult};
-use sharing_affinity_core::plugin::{self as core_plugin, NodeMemo, Plugin};
+use sharing_affinity_core::plugin::{self as core_plugin, Plugin};
 use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
 
 wit_bindgen::generate!({
@@ -133,23 +134,20 @@ impl Guest for Component {
     }
 }
 
-/// The `nodes` interface's table of node names: an index per name, given on first use, with
-/// where the plugin last found the name (so that Filter by index skips the name's lookup).
+/// The `nodes` interface's table of node names: an index per name, given on first use, each a
+/// [`NodeName`] that remembers where the plugin found it (so that Filter by index skips the
+/// name's lookup).
 #[derive(Default)]
 struct NodeNames {
-    names: Vec<(String, Cell<NodeMemo>)>,
+    names: Vec<NodeName>,
     indexes: std::collections::HashMap<String, u32>,
 }
 
 /// Runs `f` on the name at `index` and its memo, or returns an `error` status naming the bad
 /// index.
-fn with_node_name<T>(
-    index: u32,
-    unknown: impl FnOnce(Status) -> T,
-    f: impl FnOnce(&str, &Cell<NodeMemo>) -> T,
-) -> T {
+fn with_node_name<T>(index: u32, unknown: impl FnOnce(Status) -> T, f: impl FnOnce(&NodeName) -> T) -> T {
     NODE_NAMES.with(|t| match t.borrow().names.get(index as usize) {
-        Some((name, memo)) => f(name, memo),
+        Some(name) => f(name),
         None => unknown(unknown_index(index)),
     })
 }
@@ -170,7 +168,7 @@ impl nodes::Guest for Component {
                 return i;
             }
             let i = index_u32(t.names.len());
-            t.names.push((name.clone(), Cell::default()));
+            t.names.push(NodeName::new(name.as_str()));
             t.indexes.insert(name, i);
             i
         })
@@ -184,17 +182,13 @@ impl nodes::Guest for Component {
         let s = with_node_name(
             node,
             |s| s,
-            |name, memo| {
-                with_plugin(not_configured, |plugin| {
-                    status(plugin.filter_remembered(name, memo))
-                })
-            },
+            |name| with_plugin(not_configured, |plugin| status(plugin.filter(name))),
         );
         code_keeping_reason(s)
     }
 
     fn score(node: u32) -> Result<u32, Code> {
-        let r = with_node_name(node, Err, |name, _| {
+        let r = with_node_name(node, Err, |name| {
             with_plugin(
                 || Err(not_configured()),
                 |plugin| plugin.score(name).map_err(status),
@@ -208,16 +202,11 @@ impl nodes::Guest for Component {
             let t = t.borrow();
             let names = nodes
                 .iter()
-                .map(|&i| {
-                    t.names
-                        .get(i as usize)
-                        .map(|(name, memo)| (name.as_str(), memo))
-                        .ok_or_else(|| unknown_index(i))
-                })
+                .map(|&i| t.names.get(i as usize).ok_or_else(|| unknown_index(i)))
                 .collect::<Result<Vec<_>, Status>>()?;
             with_plugin(
                 || Err(not_configured()),
-                |plugin| plugin.prescore_scores_remembered(&names).map_err(status),
+                |plugin| plugin.prescore_scores(&names).map_err(status),
             )
         });
         value_keeping_reason(r)

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use sharing_affinity_core::Status;
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::{Object, object_key};
-use sharing_affinity_core::plugin::{ClaimAllocation, extended};
+use sharing_affinity_core::{ClaimAllocation, extended};
 
 use crate::cluster::Cluster;
 

@@ -6,8 +6,8 @@
 )]
 
 use serde_json::{Value, json};
-use sharing_affinity_core::plugin::{EventKind, Plugin};
 use sharing_affinity_core::{Code, Status};
+use sharing_affinity_core::{EventKind, Plugin};
 
 pub const DRIVER: &str = "driver-a";
 pub const NODE: &str = "node-1";

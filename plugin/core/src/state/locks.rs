@@ -1,36 +1,36 @@
 //! Sharing-affinity lock states derived from the claims holding each device.
 
-use super::{Derived, Plugin};
+use super::{ClusterState, Derived};
 use crate::affinity::{self, ExtId, Extractors, LockState, LockTable, Outcome, Values};
 use crate::cel::CelCache;
 use crate::index::DevIdx;
 use crate::model::ResourceClaim;
 
 /// Lock states derived from holders, cached in the plugin.
-pub(super) struct Locks<'a> {
-    pub(super) plugin: &'a Plugin,
-    pub(super) derived: &'a Derived,
+pub(crate) struct Locks<'a> {
+    pub(crate) state: &'a ClusterState,
+    pub(crate) derived: &'a Derived,
 }
 
 impl Locks<'_> {
     /// The lock state of a device (affinity pools only), computed once and cached in the plugin.
-    pub(super) fn lock(&self, dev: DevIdx) -> LockState {
-        if let Some(l) = self.plugin.locks.borrow().get(dev) {
+    pub(crate) fn lock(&self, dev: DevIdx) -> LockState {
+        if let Some(l) = self.state.locks.borrow().get(dev) {
             return l.clone();
         }
         let state = self.compute(dev);
         let n = self.derived.index.devices.len();
-        let mut locks = self.plugin.locks.borrow_mut();
+        let mut locks = self.state.locks.borrow_mut();
         locks.make_room(1);
         locks.set(dev, state.clone(), n);
         state
     }
 }
 
-impl Plugin {
+impl ClusterState {
     /// The lock-state table with an entry for each of `devices` (computed and cached where
     /// missing), borrowed for one allocation call: the search reads locks without a clone.
-    pub(super) fn lock_table<'a>(
+    pub(crate) fn lock_table<'a>(
         &'a self,
         d: &'a Derived,
         devices: &[DevIdx],
@@ -55,7 +55,7 @@ impl Plugin {
 impl Locks<'_> {
     fn compute(&self, dev: DevIdx) -> LockState {
         let d = self.derived;
-        let p = self.plugin;
+        let p = self.state;
         let entry = d.index.device(dev);
         let Some(holders) = p.holders.get(&entry.key) else {
             return LockState::Clean;

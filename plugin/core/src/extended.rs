@@ -304,7 +304,7 @@ pub(super) struct NodeVariant {
 /// PreFilter claim applies as it is). A request name belongs to one resource (init containers
 /// reuse only requests of the same resource), so dropping a resource drops its requests and
 /// mappings and nothing else.
-pub(super) fn node_variant(
+pub(crate) fn node_variant(
     claim: &ResourceClaim,
     mappings: &[ContainerExtendedResourceRequest],
     node: &Node,
@@ -373,14 +373,14 @@ pub fn status_on_node<S: std::hash::BuildHasher>(
     )
 }
 
-impl super::Plugin {
+impl crate::state::ClusterState {
     /// The pod's special claim for this cycle: the one created in an earlier cycle, or a new one;
     /// `None` when the pod asks for no DRA-backed extended resource.
-    pub(super) fn extended_claim(
+    pub(crate) fn extended_claim(
         &self,
         pod: &Pod,
         pod_key: &str,
-    ) -> Result<Option<super::CycleClaim>, crate::status::Status> {
+    ) -> Result<Option<crate::cycle::CycleClaim>, crate::status::Status> {
         use crate::status::Status;
         let has_request = pod
             .spec
@@ -410,7 +410,7 @@ impl super::Plugin {
                 .as_ref()
                 .map(|s| s.request_mappings.clone())
                 .unwrap_or_default();
-            return Ok(Some(super::CycleClaim {
+            return Ok(Some(crate::cycle::CycleClaim {
                 key: key.clone(),
                 claim: crate::model::ResourceClaim::clone(claim),
                 generated_for: None,
@@ -420,7 +420,7 @@ impl super::Plugin {
         let (requests, mappings) = requests_and_mappings(pod, &resources)
             .map_err(|e| Status::unresolvable(format!("pod {pod_key}: {e}")))?;
         let claim = new_claim(pod, requests);
-        Ok(Some(super::CycleClaim {
+        Ok(Some(crate::cycle::CycleClaim {
             key: crate::object::object_key(&claim.metadata.namespace, &claim.metadata.name),
             claim,
             generated_for: Some(pod_key.to_string()),

@@ -21,7 +21,7 @@ const MAX_REASON: usize = 1024;
 /// The rejected objects by kind and `namespace/name`, each with its error, and the allocations
 /// of rejected claims, which still hold their devices.
 #[derive(Debug, Default)]
-pub(super) struct Rejected {
+pub(crate) struct Rejected {
     reasons: HashMap<(Kind, String), String>,
     held: HashMap<String, Box<ResourceClaim>>,
 }
@@ -33,7 +33,7 @@ pub(super) struct Rejected {
 /// device it names alone (`request`, `driver`, `pool`, `device`, `shareID`): the device stays held,
 /// and with no readable configuration a shared one is Unreconstructable, so what it consumed no
 /// longer matters. `None` when no device can be read from the text.
-pub(super) fn salvage_claim(json: &str) -> Option<ResourceClaim> {
+pub(crate) fn salvage_claim(json: &str) -> Option<ResourceClaim> {
     let value: serde_json::Value = serde_json::from_str(json).ok()?;
     let status = value.get("status")?;
     let allocation = status.get("allocation").filter(|a| !a.is_null())?;
@@ -75,7 +75,7 @@ pub(super) fn salvage_claim(json: &str) -> Option<ResourceClaim> {
 
 impl Rejected {
     /// Records that the object `id` was rejected for `reason`.
-    pub(super) fn record(&mut self, id: (Kind, String), reason: String) {
+    pub(crate) fn record(&mut self, id: (Kind, String), reason: String) {
         let mut reason = reason;
         if reason.len() > MAX_REASON {
             let mut end = MAX_REASON;
@@ -89,19 +89,19 @@ impl Rejected {
     }
 
     /// Forgets the object: it decoded, or was deleted.
-    pub(super) fn forget(&mut self, kind: Kind, key: &str) {
+    pub(crate) fn forget(&mut self, kind: Kind, key: &str) {
         if !self.reasons.is_empty() {
             self.reasons.remove(&(kind, key.to_string()));
         }
     }
 
     /// Keeps what a rejected claim still holds; returns what it held before.
-    pub(super) fn hold(&mut self, key: &str, claim: ResourceClaim) -> Option<Box<ResourceClaim>> {
+    pub(crate) fn hold(&mut self, key: &str, claim: ResourceClaim) -> Option<Box<ResourceClaim>> {
         self.held.insert(key.to_string(), Box::new(claim))
     }
 
     /// Takes back what a rejected claim held: the claim decoded, or is gone.
-    pub(super) fn release(&mut self, key: &str) -> Option<Box<ResourceClaim>> {
+    pub(crate) fn release(&mut self, key: &str) -> Option<Box<ResourceClaim>> {
         if self.held.is_empty() {
             return None;
         }
@@ -110,7 +110,7 @@ impl Rejected {
 
     /// What to say of `what` (`node worker-1`, `resource claim ns/c`) that the plugin does not
     /// have: `<what> was rejected: <reason>` when it rejected the object, else `otherwise`.
-    pub(super) fn missing(
+    pub(crate) fn missing(
         &self,
         kind: Kind,
         key: &str,

@@ -38,7 +38,7 @@ use crate::model::{
 };
 
 /// Fewest claim changes between two sweeps.
-pub(super) const SWEEP_MIN: usize = 256;
+pub(crate) const SWEEP_MIN: usize = 256;
 
 /// When a store sweeps its pools: after as many changes as the pools had entries after the
 /// previous sweep, and at least [`SWEEP_MIN`] (linear work per as many changes).
@@ -67,7 +67,7 @@ impl SweepSchedule {
 /// The stored claims by `namespace/name`. Read through `Deref`; stored through
 /// [`Claims::insert`], which shares the claim's repeated parts.
 #[derive(Default)]
-pub(super) struct Claims {
+pub(crate) struct Claims {
     by_key: BTreeMap<String, Box<ResourceClaim>>,
     shared: Shared,
 }
@@ -83,7 +83,7 @@ impl std::ops::Deref for Claims {
 impl Claims {
     /// Stores a claim (its repeated parts replaced by the copies already held) and returns the
     /// one it replaces.
-    pub(super) fn insert(
+    pub(crate) fn insert(
         &mut self,
         key: String,
         mut claim: Box<ResourceClaim>,
@@ -95,7 +95,7 @@ impl Claims {
     }
 
     /// Removes a claim.
-    pub(super) fn remove(&mut self, key: &str) -> Option<Box<ResourceClaim>> {
+    pub(crate) fn remove(&mut self, key: &str) -> Option<Box<ResourceClaim>> {
         let old = self.by_key.remove(key)?;
         self.shared.changed();
         Some(old)
@@ -103,13 +103,13 @@ impl Claims {
 
     /// Shares a template's spec with the claims (a claim generated from the template starts
     /// with the template's spec).
-    pub(super) fn share_spec(&mut self, spec: &mut Arc<ResourceClaimSpec>) {
+    pub(crate) fn share_spec(&mut self, spec: &mut Arc<ResourceClaimSpec>) {
         self.shared.spec(spec);
     }
 
     /// Entries in the pools (specs, opaque configurations, node selectors, annotations).
     #[cfg(test)]
-    pub(super) fn pooled(&self) -> usize {
+    pub(crate) fn pooled(&self) -> usize {
         self.shared.len()
     }
 }
@@ -117,7 +117,7 @@ impl Claims {
 /// The stored ResourceSlices by name. Read through `Deref`; stored through [`Slices::insert`],
 /// which shares the devices' attribute names and capacities.
 #[derive(Default)]
-pub(super) struct Slices {
+pub(crate) struct Slices {
     by_name: BTreeMap<String, Box<ResourceSlice>>,
     names: HashSet<Arc<str>>,
     capacities: Pool<Map<String, DeviceCapacity>>,
@@ -141,7 +141,7 @@ impl Slices {
     /// Stores a slice (its devices' attribute names and capacities replaced by the copies
     /// already held) and returns the one it replaces. A device held elsewhere too is left as it
     /// is.
-    pub(super) fn insert(
+    pub(crate) fn insert(
         &mut self,
         name: String,
         mut slice: Box<ResourceSlice>,
@@ -168,7 +168,7 @@ impl Slices {
     }
 
     /// Removes a slice.
-    pub(super) fn remove(&mut self, name: &str) -> Option<Box<ResourceSlice>> {
+    pub(crate) fn remove(&mut self, name: &str) -> Option<Box<ResourceSlice>> {
         let old = self.by_name.remove(name)?;
         self.changed();
         Some(old)
@@ -192,7 +192,7 @@ impl Slices {
 
 /// The Node statuses, one copy of each that serialises the same, swept like the claims' parts.
 #[derive(Default)]
-pub(super) struct NodeStatuses {
+pub(crate) struct NodeStatuses {
     pool: Pool<NodeStatus>,
     /// Scratch buffer for the JSON text of the status being shared.
     text: Vec<u8>,
@@ -201,7 +201,7 @@ pub(super) struct NodeStatuses {
 
 impl NodeStatuses {
     /// Replaces a stored node's status with the copy already held, or pools it.
-    pub(super) fn share(&mut self, status: &mut Arc<NodeStatus>) {
+    pub(crate) fn share(&mut self, status: &mut Arc<NodeStatus>) {
         if !status.is_empty() {
             self.pool.share(status, &mut self.text);
         }
