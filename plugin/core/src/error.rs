@@ -1,8 +1,6 @@
 //! The core's error type: bad input that aborts an operation, as opposed to "unschedulable here",
 //! which is a [`crate::Status`] value.
 
-use crate::cel::CelError;
-
 /// Errors of the core library. Each names the object and, where known, the field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 pub enum Error {
@@ -35,8 +33,9 @@ pub enum Error {
         /// What is wrong.
         reason: String,
     },
-    /// A CEL expression that fails to compile or evaluate.
-    #[error("{object}: {field}: CEL expression {expression:?}: {source}")]
+    /// A CEL expression that fails to compile or evaluate (the CEL module builds it from its own
+    /// error, so that this type depends on no module of the crate).
+    #[error("{object}: {field}: CEL expression {expression:?}: {reason}")]
     Cel {
         /// The object holding the expression (`DeviceClass gpu`, `ResourceClaim ns/name`).
         object: String,
@@ -44,9 +43,8 @@ pub enum Error {
         field: String,
         /// The expression text.
         expression: String,
-        /// The CEL failure.
-        #[source]
-        source: CelError,
+        /// The CEL failure, e.g. `compilation failed: ...`.
+        reason: String,
     },
     /// The plugin configuration is invalid.
     #[error("configuration: {0}")]

@@ -8,40 +8,14 @@ use cel::common::value::{CowVal, Val};
 use cel::context::VariableResolver;
 use cel::{Context, Env, Value};
 
-use super::CelError;
-use super::check::{Checker, MAX_NESTING, check_nesting, compile_error, prepare_source};
+use super::check::Checker;
 use super::cost::{METER_VAR, Meter, Outcome};
+use super::error::{CelError, compile_error};
 use super::instrument::{instrument, keep_result};
-use super::macros::{self, try_for_each_child};
+use super::macros::try_for_each_child;
+use super::parse::{check_nesting, parse};
+use super::root::Root;
 use super::values::RegexVal;
-
-/// The variable an expression is evaluated against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Root {
-    /// Device selectors: `device`.
-    Device,
-    /// Sharing-affinity extractors: `object`.
-    Object,
-}
-
-/// The fields of the `device` variable.
-pub(crate) const DEVICE_FIELDS: [&str; 4] = ["driver", "attributes", "capacity", "allowMultipleAllocations"];
-
-impl Root {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            Root::Device => "device",
-            Root::Object => "object",
-        }
-    }
-
-    pub(super) fn fields(self) -> Option<&'static [&'static str]> {
-        match self {
-            Root::Device => Some(&DEVICE_FIELDS),
-            Root::Object => None,
-        }
-    }
-}
 
 /// A checked, instrumented expression.
 #[derive(Debug)]
@@ -68,22 +42,6 @@ pub(crate) fn compile(env: &Arc<Env>, source: &str, root: Root) -> Result<Progra
         root,
         regexes,
     })
-}
-
-/// Parses `source` with cel-rust's Pratt parser and expands the macros it leaves as calls.
-///
-/// The Pratt parser, not the crate's default ANTLR one, because the ANTLR runtime and its
-/// generated parser are about 0.4 MB of each guest (see docs/PERFORMANCE.md, nineteenth round);
-/// the test `the_pratt_parser_builds_what_the_antlr_parser_builds` checks that both build the
-/// same trees. Optional syntax (`a.?b`, `a[?b]`, `[?a]`, `{?k: v}`) is on, as in Kubernetes CEL.
-pub(super) fn parse(source: &str) -> Result<IdedExpr, CelError> {
-    let source = prepare_source(source)?;
-    let parsed = cel::parser::PrattParser::new()
-        .enable_optional_syntax(true)
-        .max_recursion_depth((MAX_NESTING + 8) as u16)
-        .parse(&source)
-        .map_err(|e| CelError::Compile(e.to_string()))?;
-    macros::expand(parsed)
 }
 
 /// Variable prefix of precompiled patterns.
@@ -185,9 +143,9 @@ impl Program {
 
 #[cfg(test)]
 mod tests {
+    use super::super::cost::COST_FN;
+    use super::super::instrument::append_shape;
     use super::*;
-    use crate::cel::cost::COST_FN;
-    use crate::cel::instrument::append_shape;
     use cel::common::ast::ComprehensionExpr;
 
     fn comprehension(expr: &IdedExpr) -> &ComprehensionExpr {

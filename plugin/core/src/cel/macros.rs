@@ -1,6 +1,6 @@
 //! The macros that the parser leaves as plain calls, expanded after parsing.
 //!
-//! Expressions are parsed by cel-rust's Pratt parser (see `compile`), which expands only CEL's
+//! Expressions are parsed by cel-rust's Pratt parser (see `parse`), which expands only CEL's
 //! standard macros (`has`, `all`, `exists`, `exists_one`, `map`, `filter`) and has no way to be
 //! given more. Kubernetes CEL has three more, expanded here, bottom-up, into the same trees a
 //! parser builds when it expands them while parsing:
@@ -21,8 +21,7 @@ use cel::common::ast::{
 };
 use cel::common::types::CelBool;
 
-use super::CelError;
-use super::check::compile_error;
+use super::error::{CelError, compile_error};
 
 /// Calls `f` on each direct sub-expression of `expr`, in source order (a comprehension's parts in
 /// the order range, init, condition, step, result), and stops at the first error.

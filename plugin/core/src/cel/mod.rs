@@ -22,13 +22,29 @@
 //!   conversion) in a context over one shared environment, and enforces a cost budget
 //!   ([`DEFAULT_COST_LIMIT`], as Kubernetes' `CELSelectorExpressionMaxCost`) by metering the
 //!   instrumented expression: see the `cost` module for exactly what is charged.
+//!
+//! Modules, top down (each uses only modules below it):
+//! - `compile`: compiles an expression and evaluates it; uses `parse`, `check`, `instrument`,
+//!   `macros`, `re2`, `cost`, `values` and the leaves.
+//! - `parse`: nesting limits, the source adapted to the Pratt parser, parsing; uses `macros`.
+//! - `check`: names, after parsing; uses `root`.
+//! - `library`: the environment's functions; uses `re2`, `cost`, `values` and `semver`.
+//! - `instrument`: the cost charges written into the tree; uses `cost`.
+//! - `macros`: the expansions after parsing.
+//! - `re2`: Go's `regexp` over `regex-lite`; uses `unicode`.
+//! - `cost`: the meter; uses `values`.
+//! - `values`: DRA's CEL values (quantities, versions, the device map); uses `semver`.
+//! - leaves: `error` ([`CelError`]), `root` (the variable an expression sees), `semver`,
+//!   `unicode` (Go's Unicode tables).
 
 mod check;
 mod compile;
 mod cost;
+mod error;
 mod instrument;
 mod library;
 mod macros;
+mod parse;
 #[cfg(test)]
 mod parse_tests;
 #[cfg(any(test, feature = "parser-oracle"))]
@@ -36,6 +52,7 @@ mod parser_oracle;
 mod re2;
 #[cfg(any(test, feature = "regex-oracle"))]
 mod regex_oracle;
+mod root;
 mod semver;
 mod unicode;
 mod values;
@@ -49,12 +66,14 @@ use cel::common::value::Val;
 
 use crate::model::AttributeValue;
 use crate::quantity::Quantity;
-use compile::{Program, Root};
+use compile::Program;
 use cost::Outcome;
+pub use error::CelError;
 #[cfg(feature = "parser-oracle")]
 pub use parser_oracle::compare_parsers;
 #[cfg(feature = "regex-oracle")]
 pub use regex_oracle::compare_regex;
+use root::Root;
 use values::StrMap;
 
 /// Runtime cost limit of one evaluation, as Kubernetes' `CELSelectorExpressionMaxCost`.
@@ -65,25 +84,6 @@ pub const DEFAULT_COST_LIMIT: u64 = 1_000_000;
 const CACHE_CAPACITY: usize = 4096;
 #[cfg(test)]
 const CACHE_CAPACITY: usize = 16;
-
-/// Why a CEL expression could not be used.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum CelError {
-    /// The expression does not compile (syntax or type error).
-    #[error("compilation failed: {0}")]
-    Compile(String),
-    /// The expression failed at run time (missing key, no such overload, cost budget exceeded...).
-    #[error("evaluation failed: {0}")]
-    Runtime(String),
-    /// The expression returned a value of the wrong type.
-    #[error("expression must return {expected}, got {got}")]
-    WrongType {
-        /// Expected type name (`bool` or `string`).
-        expected: &'static str,
-        /// Actual type name.
-        got: String,
-    },
-}
 
 /// A device prepared once for selector evaluation: `device.driver`, `device.attributes[domain][id]`,
 /// `device.capacity[domain][id]`, `device.allowMultipleAllocations`.

@@ -5,7 +5,7 @@
 //! expressions with one byte dropped, doubled or replaced (mostly errors, which both must
 //! reject). The fuzz target `cel_parsers` compares them on what libFuzzer finds.
 
-use super::check::MAX_NESTING;
+use super::parse::MAX_NESTING;
 use super::parser_oracle::compare_parsers;
 
 /// Compares the two parsers on `source`; returns whether it parsed.
@@ -235,7 +235,7 @@ fn source_errors_say_where() {
         ),
     ];
     for (source, place) in cases {
-        let error = super::compile::parse(source).unwrap_err().to_string();
+        let error = super::parse::parse(source).unwrap_err().to_string();
         assert!(error.contains(place), "{source:?}: {error}");
     }
 }
@@ -490,7 +490,7 @@ fn the_core_parser_fits_the_guest_stack_at_the_nesting_limit() {
             ] {
                 let at_limit = format!("{}1{}", open.repeat(MAX_NESTING), close.repeat(MAX_NESTING));
                 let check =
-                    super::check::check_nesting(&at_limit).and_then(|()| super::compile::parse(&at_limit));
+                    super::parse::check_nesting(&at_limit).and_then(|()| super::parse::parse(&at_limit));
                 assert!(check.is_ok() || open == "!(" || open == "-(", "{open}: {check:?}");
                 let past = format!(
                     "{}1{}",
@@ -498,12 +498,12 @@ fn the_core_parser_fits_the_guest_stack_at_the_nesting_limit() {
                     close.repeat(MAX_NESTING + 1)
                 );
                 assert!(
-                    super::check::check_nesting(&past).is_err(),
+                    super::parse::check_nesting(&past).is_err(),
                     "{open} past the limit"
                 );
             }
             let chain = vec!["1"; 10_000].join(" + ");
-            let _ = super::check::check_nesting(&chain).and_then(|()| super::compile::parse(&chain));
+            let _ = super::parse::check_nesting(&chain).and_then(|()| super::parse::parse(&chain));
         })
         .expect("a thread")
         .join();

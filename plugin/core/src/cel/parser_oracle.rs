@@ -1,5 +1,5 @@
 //! cel-rust's ANTLR parser, its default, built from cel-go's grammar, as the oracle of the parser
-//! the core uses (the Pratt parser after `check::prepare_source`, then the `macros` expansions).
+//! the core uses (the Pratt parser after `parse::prepare_source`, then the `macros` expansions).
 //!
 //! The guests leave the ANTLR parser out (about 0.4 MB, docs/RATIONALE.md). This module is
 //! compiled into the core's tests (`parse_tests`) and, with the `parser-oracle` feature, for the
@@ -11,14 +11,13 @@ use cel::Env;
 use cel::common::ast::{Expr, IdedExpr, MapExpr, StructExpr};
 use cel::parser::Macro;
 
-use super::CelError;
-use super::check::{MAX_NESTING, check_nesting};
-use super::compile::parse;
+use super::error::CelError;
 use super::library::build;
 use super::macros::{Ids, bind, try_for_each_child};
+use super::parse::{MAX_NESTING, check_nesting, parse};
 
-/// The environment's declarations with `cel.bind` as a parse-time macro, as the core had it
-/// before it moved to the Pratt parser.
+/// The environment's declarations with `cel.bind` as a parse-time macro, the way the ANTLR parser
+/// expands macros while parsing.
 static ANTLR_ENV: LazyLock<Env> = LazyLock::new(|| {
     let mut env = build().expect("the built-in CEL declarations are consistent");
     env.add_macro(Macro::receiver("bind", 3, |helper, target, args| {

@@ -40,7 +40,7 @@ const MAX_REPEAT: u64 = 1000;
 /// The largest program Go compiles, in instructions (128 MiB of 40-byte instructions).
 const MAX_SIZE: u64 = (128 << 20) / 40;
 
-/// `error parsing regexp: <code>: `<text>``, as Go writes its parse errors.
+/// ``error parsing regexp: <code>: `<text>` ``, as Go writes its parse errors.
 fn go_error(code: &str, text: &str) -> String {
     format!("error parsing regexp: {code}: `{text}`")
 }
