@@ -12,14 +12,13 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use serde_json::Value;
+use sharing_affinity_core::extended;
 use sharing_affinity_core::model::{
     AllocationResult, DeviceClass, OwnerReference, Pod, PodExtendedResourceClaimStatus,
     PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference,
 };
 use sharing_affinity_core::object::{Kind, Object, object_key};
-use sharing_affinity_core::plugin::extended;
-
-use super::proto;
+use sharing_affinity_kswe_proto as proto;
 
 /// Distinguishes stores within one process, so a cursor from another store forces a resync.
 static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);
@@ -427,7 +426,7 @@ impl ObjectStore {
     /// when `claim` is its name (`<pod>-extended-resources-<5 chars>`, the suffix derived from the
     /// pod's UID as the core derives it) and the pod has none yet, with the pod's
     /// `status.extendedResourceClaimStatus`. The requests and mappings follow the core's rules
-    /// ([`sharing_affinity_core::plugin::extended`]) for the pod and the stored DeviceClasses,
+    /// ([`sharing_affinity_core::extended`]) for the pod and the stored DeviceClasses,
     /// keeping the requests the allocation has results for: on a node that serves a resource
     /// through a device plugin the guest allocates none for it, and upstream's claim for that node
     /// has no request for it either. `NotFound` when `claim` is not the pod's special claim,
