@@ -1,7 +1,7 @@
 //! The WIT component adapter: exports the `sharing-affinity:plugin/plugin` world (`wit/plugin.wit`).
 //!
 //! This module holds the crate's only `wit_bindgen::generate!`. Each export decodes its arguments,
-//! calls [`sharing_affinity_core::plugin::Plugin`] and encodes the answer; there is no domain logic
+//! calls [`sharing_affinity_core::Plugin`] and encodes the answer; there is no domain logic
 //! here. The plugin lives in a thread-local slot that `configure` fills; every other export answers
 //! with an `error` status (or error entries) until then, never with a trap.
 
