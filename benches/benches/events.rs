@@ -7,7 +7,7 @@
 use criterion::{Criterion, criterion_group, criterion_main};
 use sharing_affinity_benches::testdata_dir;
 use sharing_affinity_core::object::{Object, parse_objects};
-use sharing_affinity_core::plugin::{EventKind, Plugin};
+use sharing_affinity_core::{EventKind, Plugin};
 
 fn bench_events(c: &mut Criterion) {
     let dir = testdata_dir().join("large-32-nodes-60-pods");

@@ -15,12 +15,12 @@ use criterion::{BenchmarkId, Criterion, criterion_group, criterion_main};
 use sharing_affinity_benches::{Scenario, cycle, filter_checked, prepare, scenarios};
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 
 /// Times `iters` filter calls, cycling through the scenario's nodes.
-fn filter_loop(engine: &mut dyn Engine, scenario: &Scenario, iters: u64) -> Duration {
+fn filter_loop(engine: &mut dyn PluginRuntime, scenario: &Scenario, iters: u64) -> Duration {
     let nodes = &scenario.first_pod.1;
     let start = Instant::now();
     for i in 0..iters {
@@ -34,7 +34,7 @@ fn bench_group(
     c: &mut Criterion,
     group: &str,
     scenarios: &[Scenario],
-    make: &dyn Fn(&Scenario) -> Box<dyn Engine>,
+    make: &dyn Fn(&Scenario) -> Box<dyn PluginRuntime>,
 ) {
     let mut g = c.benchmark_group(group);
     for scenario in scenarios {
@@ -60,7 +60,7 @@ fn bench_group(
 fn filter(c: &mut Criterion) {
     let scenarios = scenarios();
     bench_group(c, "native", &scenarios, &|s| {
-        Box::new(NativeEngine::new(&s.config).expect("native engine"))
+        Box::new(native::plugin(&s.config).expect("native engine"))
     });
 
     let path = artifact::default_component().expect("building the plugin component");

@@ -33,12 +33,12 @@ use sharing_affinity_benches::{Generated, cycle, filter_codes, generated, load_c
 use sharing_affinity_core::object::{Object, parse_objects};
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 
 /// A configured engine from a plugin configuration.
-type MakeEngine = Box<dyn Fn(&str) -> Box<dyn Engine>>;
+type MakeEngine = Box<dyn Fn(&str) -> Box<dyn PluginRuntime>>;
 
 /// Makes fresh engines of one kind.
 struct Maker {
@@ -56,7 +56,7 @@ fn makers() -> Vec<Maker> {
     vec![
         Maker {
             group: "native",
-            make: Box::new(|config| Box::new(NativeEngine::new(config).expect("native engine"))),
+            make: Box::new(|config| Box::new(native::plugin(config).expect("native engine"))),
         },
         Maker {
             group: "component",
@@ -85,7 +85,7 @@ struct Reference {
 }
 
 fn reference(g: &Generated) -> Reference {
-    let mut engine = NativeEngine::new(&g.config).expect("native engine");
+    let mut engine = native::plugin(&g.config).expect("native engine");
     load_checked(&mut engine, &g.cluster);
     let chosen = cycle(&mut engine, &g.pod, &g.cluster.nodes);
     assert!(engine.prefilter(&g.pod).is_success());
@@ -94,7 +94,7 @@ fn reference(g: &Generated) -> Reference {
 }
 
 /// A loaded engine, after one full cycle (steady state).
-fn ready(maker: &Maker, g: &Generated) -> Box<dyn Engine> {
+fn ready(maker: &Maker, g: &Generated) -> Box<dyn PluginRuntime> {
     let mut engine = (maker.make)(&g.config);
     load_checked(engine.as_mut(), &g.cluster);
     cycle(engine.as_mut(), &g.pod, &g.cluster.nodes);
@@ -118,7 +118,7 @@ fn bench_filter(group: &mut BenchmarkGroup<'_, WallTime>, maker: &Maker, g: &Gen
 }
 
 /// Times `run` on a fresh, loaded engine per iteration; the load is not timed.
-fn fresh_each(maker: &Maker, g: &Generated, iters: u64, run: &dyn Fn(&mut dyn Engine)) -> Duration {
+fn fresh_each(maker: &Maker, g: &Generated, iters: u64, run: &dyn Fn(&mut dyn PluginRuntime)) -> Duration {
     let mut total = Duration::ZERO;
     for _ in 0..iters {
         let mut engine = (maker.make)(&g.config);

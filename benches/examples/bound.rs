@@ -17,7 +17,7 @@
 use std::time::{Duration, Instant};
 
 use sharing_affinity_benches::{engine_named, load_checked};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::generate::{Spec, generate};
 use sharing_affinity_host::replay::Cluster;
 
@@ -48,7 +48,7 @@ fn main() {
         }
         if let Some(node) = first_feasible(engine.as_mut(), &cluster.nodes) {
             engine.reserve(&node).expect("reserve on a feasible node");
-            engine.bind(&node).expect("bind after reserve");
+            engine.bind(pod, &node).expect("bind after reserve");
             bound += 1;
         }
     }
@@ -58,7 +58,7 @@ fn main() {
             assert!(engine.prefilter(pod).is_success(), "prefilter of {pod}");
             let node = first_feasible(engine.as_mut(), &cluster.nodes).expect("a feasible node");
             let start = Instant::now();
-            reserve_unreserve(engine.as_mut(), &node);
+            reserve_unreserve(engine.as_mut(), pod, &node);
             total += start.elapsed();
         }
     }
@@ -70,14 +70,14 @@ fn main() {
 }
 
 /// The first node in `nodes` that passes Filter for the prepared pod.
-fn first_feasible(engine: &mut dyn Engine, nodes: &[String]) -> Option<String> {
+fn first_feasible(engine: &mut dyn PluginRuntime, nodes: &[String]) -> Option<String> {
     nodes.iter().find(|n| engine.filter(n).is_success()).cloned()
 }
 
-/// Reserve on `node`, checked, then Unreserve.
+/// Reserve `pod` on `node`, checked, then Unreserve.
 #[inline(never)]
-fn reserve_unreserve(engine: &mut dyn Engine, node: &str) {
+fn reserve_unreserve(engine: &mut dyn PluginRuntime, pod: &str, node: &str) {
     let allocations = engine.reserve(node).expect("reserve on a feasible node");
     assert!(!allocations.is_empty(), "reserve on {node} allocated nothing");
-    engine.unreserve(node);
+    engine.unreserve(pod, node).expect("unreserve after reserve");
 }

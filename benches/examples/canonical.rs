@@ -2,7 +2,8 @@
 //! ResourceClaim and DeviceClass configuration pays on load), for three shapes of about `MB`
 //! megabytes: one long string (`flat`), the same string under `DEPTH` nested arrays (`deep`, the
 //! shape that made a one-level-at-a-time reader scan the text once per level), and many small
-//! objects (`wide`). The one-off measurement behind `docs/PERFORMANCE.md` (twenty-fifth round).
+//! objects (`wide`). The one-off measurement behind the canonical-configuration figures of
+//! `docs/PERFORMANCE.md`.
 //!
 //! ```text
 //! cargo build --release -p sharing-affinity-benches --example canonical

@@ -21,7 +21,7 @@ use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 
 use sharing_affinity_benches::KINDS_IN_LOAD_ORDER;
 use sharing_affinity_core::object::Kind;
-use sharing_affinity_core::plugin::{EventKind, Plugin};
+use sharing_affinity_core::{EventKind, Plugin};
 use sharing_affinity_host::replay::Cluster;
 
 /// Sizes above this are counted in the last bucket.

@@ -28,7 +28,7 @@ fn main() {
     let mut engine = engine_named(engine_name, "");
     let cluster = Cluster::from_file(Path::new(file)).expect("reading the cluster");
     let mib = |b: u64| b as f64 / 1048576.0;
-    let memory = |e: &mut dyn sharing_affinity_host::engine::Engine| {
+    let memory = |e: &mut dyn sharing_affinity_host::engine::PluginRuntime| {
         e.guest_memory_bytes()
             .expect("a wasm engine (component or kswe) reports its guest memory")
     };
@@ -60,7 +60,7 @@ fn main() {
     let pod = cluster.pending.first().expect("a pending pod");
     let status = engine.prefilter(pod);
     assert!(status.is_success(), "prefilter of {pod}: {status}");
-    let mut step = |what: &str, e: &mut dyn sharing_affinity_host::engine::Engine| {
+    let mut step = |what: &str, e: &mut dyn sharing_affinity_host::engine::PluginRuntime| {
         let now = memory(e);
         println!(
             "{what:>22}: +{:.1} MiB, {:.1} MiB in all",
@@ -86,6 +86,6 @@ fn main() {
     step("PreScore and Score", engine.as_mut());
     let node = feasible.first().expect("a feasible node");
     engine.reserve(node).expect("reserve");
-    engine.bind(node).expect("bind");
+    engine.bind(pod, node).expect("bind");
     step("Reserve and Bind", engine.as_mut());
 }

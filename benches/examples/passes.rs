@@ -54,7 +54,7 @@ fn main() {
                 .map(|(n, _)| n.clone())
                 .collect();
             assert!(
-                finish_cycle(engine.as_mut(), &feasible).is_some(),
+                finish_cycle(engine.as_mut(), &g.pod, &feasible).is_some(),
                 "no feasible node"
             );
             t[3] += s.elapsed();

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use sharing_affinity_benches::{cycle, engine_named, filter_codes, generated, load_checked};
 use sharing_affinity_core::Code;
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -62,7 +62,7 @@ fn main() {
 /// One cycle, each phase's time added to `t`: the Filter verdicts and the chosen node.
 #[inline(never)]
 fn one_cycle(
-    engine: &mut dyn Engine,
+    engine: &mut dyn PluginRuntime,
     pod: &str,
     nodes: &[String],
     t: &mut [Duration; 6],
@@ -99,7 +99,7 @@ fn one_cycle(
     engine.reserve(node).expect("reserve on the best node");
     phase(4, s);
     let s = Instant::now();
-    engine.unreserve(node);
+    engine.unreserve(pod, node).expect("unreserve after reserve");
     phase(5, s);
     (codes, node.clone())
 }

@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use sharing_affinity_benches::{cycle, engine_named, filter_codes, generated, load_checked};
 use sharing_affinity_core::Code;
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -47,7 +47,7 @@ fn main() {
 
 /// One Filter call per node, each verdict checked.
 #[inline(never)]
-fn filter_pass(engine: &mut dyn Engine, expected: &[(String, Code)]) {
+fn filter_pass(engine: &mut dyn PluginRuntime, expected: &[(String, Code)]) {
     for (node, code) in expected {
         let status = engine.filter(node);
         assert_eq!(status.code, *code, "filter on {node}: {status}");

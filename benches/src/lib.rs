@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use sharing_affinity_core::object::Kind;
 use sharing_affinity_core::{Code, Status};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::replay::Cluster;
 
 /// One `testdata/<name>/` directory, parsed.
@@ -110,7 +110,7 @@ fn load(dir: &Path) -> Result<Scenario, String> {
 
 /// Loads the scenario into `engine` and prefilters its first pod. Fails when prefilter does not
 /// succeed (then `expected.json` gives every node the prefilter status and there is no filter to time).
-pub fn prepare(engine: &mut dyn Engine, scenario: &Scenario) -> Result<(), String> {
+pub fn prepare(engine: &mut dyn PluginRuntime, scenario: &Scenario) -> Result<(), String> {
     engine
         .load(&scenario.cluster.objects)
         .map_err(|e| format!("{e:#}"))?;
@@ -123,7 +123,7 @@ pub fn prepare(engine: &mut dyn Engine, scenario: &Scenario) -> Result<(), Strin
 }
 
 /// Filters `node` and panics when the code is not the expected one.
-pub fn filter_checked(engine: &mut dyn Engine, node: &str, expected: Code) {
+pub fn filter_checked(engine: &mut dyn PluginRuntime, node: &str, expected: Code) {
     let status = engine.filter(node);
     assert_eq!(status.code, expected, "filter on {node}: {status}");
 }
@@ -187,10 +187,10 @@ pub fn generated(nodes: usize, devices_per_node: usize) -> Generated {
 
 /// A fresh engine by name (`native`, `component` or `kswe`) with `config`, for the examples;
 /// panics on an unknown name or when a guest cannot be built or compiled.
-pub fn engine_named(name: &str, config: &str) -> Box<dyn Engine> {
+pub fn engine_named(name: &str, config: &str) -> Box<dyn PluginRuntime> {
     use sharing_affinity_host::{artifact, component, kswe, native};
     match name {
-        "native" => Box::new(native::NativeEngine::new(config).expect("native engine")),
+        "native" => Box::new(native::plugin(config).expect("native engine")),
         "component" => {
             let path = artifact::default_component().expect("building the component");
             let plugin = component::ComponentPlugin::from_file(&path).expect("compiling the component");
@@ -211,7 +211,7 @@ pub fn engine_named(name: &str, config: &str) -> Box<dyn Engine> {
 }
 
 /// Loads a cluster and panics when an object is rejected.
-pub fn load_checked(engine: &mut dyn Engine, cluster: &Cluster) {
+pub fn load_checked(engine: &mut dyn PluginRuntime, cluster: &Cluster) {
     let rejected = engine.load(&cluster.objects).expect("loading the cluster");
     assert!(rejected.is_empty(), "rejected objects: {rejected:?}");
 }
@@ -220,7 +220,7 @@ pub fn load_checked(engine: &mut dyn Engine, cluster: &Cluster) {
 /// Filter on every node, PreScore with the feasible ones, Score on each, Reserve on the best
 /// (highest score, ties to the first node), then Unreserve, so the next cycle starts from the same
 /// state. Returns the node chosen.
-pub fn cycle(engine: &mut dyn Engine, pod: &str, nodes: &[String]) -> Option<String> {
+pub fn cycle(engine: &mut dyn PluginRuntime, pod: &str, nodes: &[String]) -> Option<String> {
     let status = engine.prefilter(pod);
     assert!(status.is_success(), "prefilter of {pod}: {status}");
     let feasible: Vec<String> = nodes
@@ -228,13 +228,13 @@ pub fn cycle(engine: &mut dyn Engine, pod: &str, nodes: &[String]) -> Option<Str
         .filter(|n| engine.filter(n).is_success())
         .cloned()
         .collect();
-    finish_cycle(engine, &feasible)
+    finish_cycle(engine, pod, &feasible)
 }
 
-/// The rest of a cycle after Filter: PreScore with the `feasible` nodes, Score on each, Reserve on
-/// the best (highest score, ties to the first node), then Unreserve. Returns the node chosen
-/// (`None` when no node is feasible).
-pub fn finish_cycle(engine: &mut dyn Engine, feasible: &[String]) -> Option<String> {
+/// The rest of `pod`'s cycle after Filter: PreScore with the `feasible` nodes, Score on each,
+/// Reserve on the best (highest score, ties to the first node), then Unreserve. Returns the node
+/// chosen (`None` when no node is feasible).
+pub fn finish_cycle(engine: &mut dyn PluginRuntime, pod: &str, feasible: &[String]) -> Option<String> {
     if feasible.is_empty() {
         return None;
     }
@@ -249,12 +249,12 @@ pub fn finish_cycle(engine: &mut dyn Engine, feasible: &[String]) -> Option<Stri
     }
     let (_, node) = best?;
     engine.reserve(node).expect("reserve on the best node");
-    engine.unreserve(node);
+    engine.unreserve(pod, node).expect("unreserve after reserve");
     Some(node.clone())
 }
 
 /// The filter code of every node for the prepared pod, from `engine` (the native engine is the
 /// reference the wasm engines are checked against).
-pub fn filter_codes(engine: &mut dyn Engine, nodes: &[String]) -> Vec<(String, Code)> {
+pub fn filter_codes(engine: &mut dyn PluginRuntime, nodes: &[String]) -> Vec<(String, Code)> {
     nodes.iter().map(|n| (n.clone(), engine.filter(n).code)).collect()
 }

@@ -13,8 +13,8 @@ use sharing_affinity_core::affinity::Config;
 use sharing_affinity_core::audit::{Rule, Violation, audit_with, record_allocations};
 use sharing_affinity_core::cel::{CelCache, CelDevice, CelObject};
 use sharing_affinity_core::object::{Object, decode_object, decode_str, object_key, parse_objects};
-use sharing_affinity_core::plugin::{EventKind, Plugin};
 use sharing_affinity_core::quantity::Quantity;
+use sharing_affinity_core::{EventKind, Plugin};
 
 /// Recorded clusters (with their plugin configuration) the `cycle` and `cel` targets start from.
 pub const CLUSTERS: &[(&str, &str)] = &[

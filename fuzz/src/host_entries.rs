@@ -8,10 +8,10 @@ use std::time::Duration;
 
 use arbitrary::{Arbitrary, Result as ArbResult, Unstructured};
 use serde_json::Value;
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::object::{Object, parse_objects};
-use sharing_affinity_core::plugin::{EventKind, Plugin};
+use sharing_affinity_core::{EventKind, Plugin};
 use sharing_affinity_host::component::{ComponentEngine, ComponentPlugin};
-use sharing_affinity_host::engine::Engine;
 use sharing_affinity_host::kswe::context::Cluster;
 use sharing_affinity_host::kswe::store::Change;
 use sharing_affinity_host::kswe::table::{DRA, HostFn, UPSTREAM, W, WASI};

@@ -2,10 +2,8 @@
 //! (`host/tests/fuzz_corpora.rs`), which replays the committed corpora through these functions:
 //! `entries.rs` for the core library's surfaces, `host_entries.rs` for the wasm hosts'.
 
-#[path = "entries.rs"]
 mod entries;
 pub use entries::*;
 
-#[path = "host_entries.rs"]
 mod host_entries;
 pub use host_entries::*;

@@ -23,8 +23,8 @@
 //!
 //! Between the build and its use, each core module goes through binaryen's `wasm-opt` ([`optimize`]:
 //! `-Oz` with the features rustc enabled), which leaves `sharing_affinity_guest.opt.wasm` beside it
-//! (the component is encoded from that): 12 % smaller, and faster to load and to run (see the
-//! "Twenty-second round" of `docs/PERFORMANCE.md`). The tool is `$SA_WASM_OPT`, or `wasm-opt` on
+//! (the component is encoded from that): 12 % smaller, and faster to load and to run (see binaryen's
+//! `wasm-opt` in `docs/PERFORMANCE.md`). The tool is `$SA_WASM_OPT`, or `wasm-opt` on
 //! the `PATH`; without one the guest runs as rustc built it, and the host says so once on stderr
 //! (`SA_WASM_OPT=off` turns the step off without the warning). A `wasm-opt` that fails is an error.
 

@@ -26,9 +26,9 @@
 use std::path::Path;
 use std::time::Duration;
 
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::object::Object;
-use sharing_affinity_core::plugin::ClaimAllocation;
-use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
+use sharing_affinity_core::{ClaimAllocation, Code as CoreCode, Status as CoreStatus};
 use wasmtime::component::{Component, Linker};
 use wasmtime::error::Context;
 use wasmtime::{Config, Result, Store, Trap, bail, format_err};
@@ -36,10 +36,10 @@ use wasmtime::{Config, Result, Store, Trap, bail, format_err};
 use crate::bindings::sharing_affinity::plugin::types::{Code, DeviceResult, EventKind};
 use crate::bindings::{self, Event, PluginPre};
 
-/// [`Engine::load`] sends the objects in `update` calls of about this much JSON (1 MiB) each:
+/// [`PluginRuntime::load`] sends the objects in `update` calls of about this much JSON (1 MiB) each:
 /// what one call copies into the guest's linear memory, which never shrinks.
 pub const LOAD_BATCH_BYTES: usize = 1 << 20;
-use crate::engine::Engine;
+use crate::engine::PluginRuntime;
 pub use crate::limits::Limits;
 use crate::limits::{Exceeded, MemoryLimiter, exceeded};
 
@@ -111,7 +111,6 @@ impl ComponentPlugin {
             live: None,
             journal: Vec::new(),
             cycle: None,
-            pod: None,
             replacements: 0,
         };
         engine.live = Some(engine.fresh_instance()?);
@@ -403,7 +402,7 @@ impl Scored {
     }
 }
 
-/// One plugin instance in wasmtime, driven through [`Engine`].
+/// One plugin instance in wasmtime, driven through [`PluginRuntime`] and the core's [`Scheduler`].
 pub struct ComponentEngine {
     plugin: ComponentPlugin,
     /// Limits for calls.
@@ -415,8 +414,6 @@ pub struct ComponentEngine {
     live: Option<Live>,
     journal: Vec<Entry>,
     cycle: Option<Cycle>,
-    /// The pod of the last PreFilter, successful or not (PostFilter runs after either).
-    pod: Option<String>,
     replacements: usize,
 }
 
@@ -438,14 +435,14 @@ impl ComponentEngine {
     }
 
     /// Sends one batch of raw object events (`kind`, object JSON as the guest receives it, valid or
-    /// not) through the component's `update` export, and journals it like [`Engine::load`]'s.
+    /// not) through the component's `update` export, and journals it like [`PluginRuntime::load`]'s.
     /// Returns the events the plugin rejected, as (index in the batch, message); a trap is an
     /// `Error` status (the instance is then replaced and restored without this batch).
     pub fn update_events(
         &mut self,
-        events: &[(sharing_affinity_core::plugin::EventKind, String)],
+        events: &[(sharing_affinity_core::EventKind, String)],
     ) -> Result<Vec<(u32, String)>, CoreStatus> {
-        use sharing_affinity_core::plugin::EventKind as Kind;
+        use sharing_affinity_core::EventKind as Kind;
         let events: Vec<Event> = events
             .iter()
             .map(|(kind, object)| Event {
@@ -462,7 +459,7 @@ impl ComponentEngine {
         Ok(errors.into_iter().map(|e| (e.index, e.message)).collect())
     }
 
-    /// Filter through the world's name-based `filter` export (the [`Engine`] calls go through
+    /// Filter through the world's name-based `filter` export (the [`Scheduler`] calls go through
     /// the `nodes` interface's indexes); for comparing the two paths.
     pub fn filter_by_name(&mut self, node: &str) -> CoreStatus {
         self.call("filter", |l| l.plugin.call_filter(&mut l.store, node))
@@ -490,7 +487,7 @@ impl ComponentEngine {
         self.call("forget", Live::forget)
     }
 
-    /// Score through the world's name-based `score` export; for comparing with [`Engine::score`].
+    /// Score through the world's name-based `score` export; for comparing with [`Scheduler::score`].
     pub fn score_by_name(&mut self, node: &str) -> Result<u32, CoreStatus> {
         self.call("score", |l| l.plugin.call_score(&mut l.store, node))?
             .map_err(|s| self.checked(s, "score"))
@@ -635,7 +632,7 @@ impl ComponentEngine {
     }
 }
 
-impl Engine for ComponentEngine {
+impl PluginRuntime for ComponentEngine {
     fn name(&self) -> &'static str {
         "component"
     }
@@ -708,8 +705,10 @@ impl Engine for ComponentEngine {
         }
         Ok(rejected)
     }
+}
 
-    fn set_clock(&mut self, unix_seconds: i64) {
+impl Scheduler for ComponentEngine {
+    fn set_time(&mut self, unix_seconds: i64) {
         // A trap here is replayed with the journal on the next call (which restores first).
         if self
             .call("set-time", |l| l.plugin.call_set_time(&mut l.store, unix_seconds))
@@ -728,7 +727,6 @@ impl Engine for ComponentEngine {
         // A new cycle replaces the previous one; it is recorded once prefilter succeeded, so that a
         // restore after a trap in this very call does not run into the same trap.
         self.cycle = None;
-        self.pod = Some(pod.to_string());
         let status = self
             .call("prefilter", |l| l.plugin.call_prefilter(&mut l.store, pod))
             .map(|s| self.checked(s, "prefilter"));
@@ -796,27 +794,24 @@ impl Engine for ComponentEngine {
         decode_allocations(result.map_err(|s| self.checked(s, "reserve"))?)
     }
 
-    fn unreserve(&mut self, node: &str) {
-        // A trap here has nothing to report to: the instance is replaced, and the replacement holds
-        // no reservation either, which is what unreserve asks for. Without a cycle (prefilter
-        // failed) nothing was reserved; after a failed reserve the plugin reports "no reservation".
-        if let Some(cycle) = self.cycle.take() {
-            let _ = self.call("unreserve", |l| {
-                l.plugin.call_unreserve(&mut l.store, &cycle.pod, node)
-            });
+    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), CoreStatus> {
+        // After a trap here the instance is replaced, and the replacement holds no reservation
+        // either, which is what unreserve asks for. Without a cycle (prefilter failed) nothing was
+        // reserved; after a failed reserve the plugin reports "no reservation".
+        if self.cycle.take().is_none() {
+            return Ok(());
         }
+        self.call("unreserve", |l| l.plugin.call_unreserve(&mut l.store, pod, node))?
+            .map_err(core_status)
     }
 
-    fn postfilter(&mut self, nodes: &[String]) -> (CoreStatus, Option<String>) {
-        let Some(pod) = self.pod.clone() else {
-            return (CoreStatus::error("postfilter called before prefilter"), None);
-        };
-        match self.call("postfilter", |l| l.plugin.call_postfilter(&mut l.store, &pod)) {
+    fn postfilter(&mut self, pod: &str, nodes: &[String]) -> (CoreStatus, Option<String>) {
+        match self.call("postfilter", |l| l.plugin.call_postfilter(&mut l.store, pod)) {
             Ok((status, deallocated)) => {
                 let claim = deallocated.map(|d| d.claim);
                 if let Some(claim) = &claim {
                     self.journal.push(Entry::Deallocated {
-                        pod,
+                        pod: pod.to_string(),
                         nodes: nodes.to_vec(),
                         claim: claim.clone(),
                     });
@@ -827,16 +822,15 @@ impl Engine for ComponentEngine {
         }
     }
 
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
-        let pod = match &self.cycle {
-            Some(cycle) => cycle.pod.clone(),
-            None => return Err(CoreStatus::error("bind called without a cycle")),
-        };
-        let result = self.call("bind", |l| l.plugin.call_bind(&mut l.store, &pod, node))?;
+    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, CoreStatus> {
+        if self.cycle.is_none() {
+            return Err(CoreStatus::error("bind called without a cycle"));
+        }
+        let result = self.call("bind", |l| l.plugin.call_bind(&mut l.store, pod, node))?;
         let allocations = decode_allocations(result.map_err(|s| self.checked(s, "bind"))?)?;
-        if let Some(cycle) = self.cycle.take() {
+        if self.cycle.take().is_some() {
             self.journal.push(Entry::Bound {
-                pod: cycle.pod,
+                pod: pod.to_string(),
                 node: node.to_string(),
                 allocations: allocations.clone(),
             });

@@ -4,8 +4,10 @@
 //! CLI: it loads the plugin (natively, as a WebAssembly component, or as a kube-scheduler-wasm-extension
 //! core module), replays recorded scheduling cycles and reports decisions, allocations and latency.
 //!
-//! - [`engine`]: the [`engine::Engine`] trait every way of running the plugin implements.
-//! - [`native`]: [`native::NativeEngine`], the core library called directly (the baseline).
+//! - [`engine`]: the [`engine::PluginRuntime`] trait every way of running the plugin implements,
+//!   over the core's plugin contract
+//!   ([`Scheduler`](sharing_affinity_core::contract::Scheduler)).
+//! - [`native`]: the core's `Plugin` called directly as an engine (the baseline).
 //! - [`component`]: [`component::ComponentEngine`], the WIT component in wasmtime, with time and
 //!   memory limits and instance replacement after a trap; [`bindings`] holds the generated code.
 //! - [`limits`]: the guests' resource limits (time per call, memory, wasm stack, status reason),

@@ -37,11 +37,11 @@ use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 use sharing_affinity_core::affinity::Config;
 use sharing_affinity_host::component::ComponentPlugin;
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::generate::{self, Profile, Spec};
 use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweModule, TrapPolicy};
 use sharing_affinity_host::limits::{self, Limits};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 use sharing_affinity_host::replay::{Binding, Cluster, Position, replay_with};
 use sharing_affinity_host::{artifact, audit, html, report, simulate};
 use wasmtime::error::Context;
@@ -602,7 +602,7 @@ fn resolve_inputs(path: &Path, config: Option<&PathBuf>) -> Result<(PathBuf, Opt
     Ok((cluster, config))
 }
 
-fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
+fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn PluginRuntime>> {
     match args.engine {
         _ if !args.guest_args.is_empty() && args.engine != EngineKind::Kswe => {
             bail!("--guest-args applies to --engine kswe only (KSWE guests read it as WASI argv)")
@@ -618,7 +618,7 @@ fn make_engine(args: &ReplayArgs, config: &str) -> Result<Box<dyn Engine>> {
                      --engine native"
                 );
             }
-            Ok(Box::new(NativeEngine::new(config)?))
+            Ok(Box::new(native::plugin(config)?))
         }
         EngineKind::Kswe => {
             let limits = guest_limits(args);

@@ -1,4 +1,4 @@
-//! Replaying a recorded cluster through an [`Engine`]: the scheduling decisions kube-scheduler would
+//! Replaying a recorded cluster through a [`PluginRuntime`]: the scheduling decisions kube-scheduler would
 //! take with only this plugin enabled.
 //!
 //! The input is what `kubectl get nodes,deviceclasses,resourceslices,resourceclaims,resourceclaimtemplates,pods,devicetaintrules -A -o json`
@@ -9,15 +9,13 @@
 
 use std::time::Instant;
 
-use sharing_affinity_core::Status;
-use sharing_affinity_core::plugin::ClaimAllocation;
 pub use sharing_affinity_replay::cluster::{Cluster, Duplicate, Position, Unread};
-use sharing_affinity_replay::cycle::{self, Scheduler};
+use sharing_affinity_replay::cycle;
 pub use sharing_affinity_replay::cycle::{Binding, NodeOutcome, PodOutcome, Samples};
 use wasmtime::error::Context;
 use wasmtime::{Result, format_err};
 
-use crate::engine::Engine;
+use crate::engine::PluginRuntime;
 
 /// The result of a replay.
 #[derive(Clone, Debug)]
@@ -58,14 +56,18 @@ impl Replay {
 /// Loads the cluster into the engine and schedules its pending pods, binding synchronously.
 /// `progress` is called after each pod. Only a failure to load (for example a trap while
 /// loading) is an error.
-pub fn replay(engine: &mut dyn Engine, cluster: &Cluster, progress: &mut dyn FnMut()) -> Result<Replay> {
+pub fn replay(
+    engine: &mut dyn PluginRuntime,
+    cluster: &Cluster,
+    progress: &mut dyn FnMut(),
+) -> Result<Replay> {
     replay_with(engine, cluster, Binding::Sync, progress, &mut |_| {})
 }
 
 /// [`replay`], calling `after_bind` with each pod's outcome right after a successful Bind (the
 /// hook `replay --audit` uses to audit the cluster state).
 pub fn replay_observed(
-    engine: &mut dyn Engine,
+    engine: &mut dyn PluginRuntime,
     cluster: &Cluster,
     progress: &mut dyn FnMut(),
     after_bind: &mut dyn FnMut(&PodOutcome),
@@ -76,7 +78,7 @@ pub fn replay_observed(
 /// As [`replay_observed`], with the given binding mode. `Binding::Async` with an engine that binds
 /// synchronously only is an error.
 pub fn replay_with(
-    engine: &mut dyn Engine,
+    engine: &mut dyn PluginRuntime,
     cluster: &Cluster,
     binding: Binding,
     progress: &mut dyn FnMut(),
@@ -98,17 +100,10 @@ pub fn replay_with(
     engine
         .load_refused(&cluster.refused)
         .context("handing the plugin the objects it rejects")?;
-    engine.set_clock(cluster.now);
+    engine.set_time(cluster.now);
     let origin = Instant::now();
     let clock = || nanos(origin);
-    let schedule = cycle::schedule_all(
-        &mut Driven(engine),
-        cluster,
-        binding,
-        &clock,
-        progress,
-        after_bind,
-    );
+    let schedule = cycle::schedule_all(&mut *engine, cluster, binding, &clock, progress, after_bind);
     Ok(Replay {
         engine: engine.name(),
         rejected,
@@ -120,49 +115,18 @@ pub fn replay_with(
 
 /// One scheduling and binding cycle for `pod` over `nodes` (sorted by name), adding its latencies
 /// to `samples`.
-pub fn schedule(engine: &mut dyn Engine, pod: &str, nodes: &[String], samples: &mut Samples) -> PodOutcome {
+pub fn schedule(
+    engine: &mut dyn PluginRuntime,
+    pod: &str,
+    nodes: &[String],
+    samples: &mut Samples,
+) -> PodOutcome {
     let origin = Instant::now();
-    cycle::schedule(&mut Driven(engine), pod, nodes, samples, &|| nanos(origin))
+    cycle::schedule(engine, pod, nodes, samples, &|| nanos(origin))
 }
 
 fn nanos(origin: Instant) -> u64 {
     u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX)
-}
-
-/// An [`Engine`] as the replay loop's [`Scheduler`].
-struct Driven<'e>(&'e mut dyn Engine);
-
-impl Scheduler for Driven<'_> {
-    fn prefilter(&mut self, pod: &str) -> Status {
-        self.0.prefilter(pod)
-    }
-    fn filter(&mut self, node: &str) -> Status {
-        self.0.filter(node)
-    }
-    fn prescore(&mut self, nodes: &[String]) -> Status {
-        self.0.prescore(nodes)
-    }
-    fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>) {
-        self.0.postfilter(nodes)
-    }
-    fn score(&mut self, node: &str) -> Result<u32, Status> {
-        self.0.score(node)
-    }
-    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.0.reserve(node)
-    }
-    fn unreserve(&mut self, node: &str) {
-        self.0.unreserve(node)
-    }
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.0.bind(node)
-    }
-    fn permit(&mut self, node: &str) -> Result<(), Status> {
-        self.0.permit(node)
-    }
-    fn binding_cycle(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.0.binding_cycle(pod, node)
-    }
 }
 
 /// The recorded cycles bundled with the workspace: every directory under `testdata/`, sorted by
@@ -182,6 +146,8 @@ pub fn scenario_dirs() -> Vec<std::path::PathBuf> {
 
 #[cfg(test)]
 mod tests {
+    use sharing_affinity_core::Status;
+
     use super::*;
 
     #[test]

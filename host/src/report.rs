@@ -21,8 +21,8 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 use serde_json::Value;
+use sharing_affinity_core::ClaimAllocation;
 use sharing_affinity_core::model::PodExtendedResourceClaimStatus;
-use sharing_affinity_core::plugin::ClaimAllocation;
 
 use crate::replay::{PodOutcome, Replay};
 

@@ -24,12 +24,12 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::time::Instant;
 
 use serde_json::json;
-use sharing_affinity_core::plugin::{ClaimAllocation, EventKind};
+use sharing_affinity_core::{ClaimAllocation, EventKind, Plugin};
+use sharing_affinity_replay::cluster::add_objects;
 use wasmtime::{Result, bail, format_err};
 
-use crate::engine::Engine;
 use crate::generate::{DeviceState, Spec, Variant, Workload};
-use crate::native::NativeEngine;
+use crate::native;
 use crate::replay::{Cluster, Samples, schedule};
 
 /// kube-scheduler's default initial and maximum pod backoff, in seconds.
@@ -110,7 +110,7 @@ struct Run<'a> {
     w: &'a Workload,
     variant: Variant,
     lag: usize,
-    engine: NativeEngine,
+    engine: Plugin,
     cluster: Cluster,
     arm: Arm,
     /// Per node × device: the published state and the claims holding it.
@@ -135,9 +135,9 @@ impl<'a> Run<'a> {
             String::new()
         };
         let cluster = Cluster::parse(&text)?;
-        let mut engine = NativeEngine::new(&config)?;
+        let mut engine = native::plugin(&config)?;
         let mut rejected = cluster.invalid.clone();
-        rejected.extend(engine.load(&cluster.objects)?);
+        rejected.extend(add_objects(&mut engine, &cluster.objects));
         if !rejected.is_empty() {
             bail!(
                 "the generated cluster has rejected objects: {}",
@@ -278,7 +278,6 @@ impl<'a> Run<'a> {
         let start = Instant::now();
         for s in &slices {
             self.engine
-                .plugin_mut()
                 .apply(EventKind::Update, &s.to_string())
                 .map_err(|e| format_err!("slice update on {}: {e}", self.w.node_name(n)))?;
         }
@@ -335,7 +334,6 @@ impl<'a> Run<'a> {
         let (ns, name) = key.split_once('/').unwrap_or(("", key));
         let object = json!({"kind": kind, "metadata": {"namespace": ns, "name": name}});
         self.engine
-            .plugin_mut()
             .apply(EventKind::Delete, &object.to_string())
             .map_err(|e| format_err!("deleting {kind} {key}: {e}"))
     }

@@ -47,10 +47,10 @@ use serde_json::Value;
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::audit::Trail;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::generate::{ClaimShape, Generated, Profile, Rng, Shapes, Spec, generate};
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 use sharing_affinity_host::replay::{Binding, Cluster, Replay, replay_observed, replay_with};
 use sharing_affinity_host::report;
 
@@ -175,7 +175,7 @@ fn check(g: &Generated, binding: Binding, guests: &Guests, tally: &mut Tally) ->
     if !trail.findings.is_empty() {
         return Err(format!("the starting state violates: {:#?}", trail.findings));
     }
-    let mut native = NativeEngine::new(config).map_err(|e| format!("native engine: {e:#}"))?;
+    let mut native = native::plugin(config).map_err(|e| format!("native engine: {e:#}"))?;
     let mut audits = 0;
     let native = replay_observed(&mut native, &cluster, &mut || {}, &mut |outcome| {
         audits += 1;

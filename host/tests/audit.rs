@@ -4,10 +4,13 @@
 
 use std::process::Command;
 
+use sharing_affinity_core::Plugin;
 use sharing_affinity_core::affinity::Config;
 use sharing_affinity_core::audit::{Rule, audit};
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_host::audit::Trail;
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::engine::PluginRuntime;
+use sharing_affinity_host::native;
 use sharing_affinity_host::replay::{Cluster, replay_observed, scenario_dirs};
 
 const RACY: &str = "racy-placeholder-two-subnets-share-eth1";
@@ -45,7 +48,7 @@ fn no_violation_after_any_bind_of_the_recorded_cycles() {
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let cluster = Cluster::from_file(&dir.join("cluster.json")).unwrap();
         let config = config_of(&dir);
-        let mut engine = NativeEngine::new(&config).unwrap();
+        let mut engine = native::plugin(&config).unwrap();
         let mut trail = Trail::new(&cluster, &config).unwrap();
         let mut binds = 0;
         replay_observed(&mut engine, &cluster, &mut || {}, &mut |outcome| {
@@ -123,26 +126,29 @@ fn cli_audit_exit_status_and_outputs() {
 
 /// An engine that binds what the native engine decided, but moves every device result to
 /// `mlx5-0`: the wrong share the per-Bind audit must catch right after it happens.
-struct Misbinding(NativeEngine);
+struct Misbinding(Plugin);
 
-impl sharing_affinity_host::engine::Engine for Misbinding {
+impl PluginRuntime for Misbinding {
     fn name(&self) -> &'static str {
         "misbinding"
     }
     fn load(&mut self, objects: &[sharing_affinity_core::object::Object]) -> wasmtime::Result<Vec<String>> {
-        self.0.load(objects)
+        PluginRuntime::load(&mut self.0, objects)
     }
+}
+
+impl Scheduler for Misbinding {
     fn prefilter(&mut self, pod: &str) -> sharing_affinity_core::Status {
         self.0.prefilter(pod)
     }
     fn filter(&mut self, node: &str) -> sharing_affinity_core::Status {
         self.0.filter(node)
     }
-    fn set_clock(&mut self, unix_seconds: i64) {
-        self.0.set_clock(unix_seconds)
+    fn set_time(&mut self, unix_seconds: i64) {
+        self.0.set_time(unix_seconds)
     }
-    fn postfilter(&mut self, nodes: &[String]) -> (sharing_affinity_core::Status, Option<String>) {
-        self.0.postfilter(nodes)
+    fn postfilter(&mut self, pod: &str, nodes: &[String]) -> (sharing_affinity_core::Status, Option<String>) {
+        Scheduler::postfilter(&mut self.0, pod, nodes)
     }
     fn score(&mut self, node: &str) -> Result<u32, sharing_affinity_core::Status> {
         self.0.score(node)
@@ -150,17 +156,18 @@ impl sharing_affinity_host::engine::Engine for Misbinding {
     fn reserve(
         &mut self,
         node: &str,
-    ) -> Result<Vec<sharing_affinity_core::plugin::ClaimAllocation>, sharing_affinity_core::Status> {
+    ) -> Result<Vec<sharing_affinity_core::ClaimAllocation>, sharing_affinity_core::Status> {
         self.0.reserve(node)
     }
-    fn unreserve(&mut self, node: &str) {
-        self.0.unreserve(node)
+    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), sharing_affinity_core::Status> {
+        Scheduler::unreserve(&mut self.0, pod, node)
     }
     fn bind(
         &mut self,
+        pod: &str,
         node: &str,
-    ) -> Result<Vec<sharing_affinity_core::plugin::ClaimAllocation>, sharing_affinity_core::Status> {
-        let mut out = self.0.bind(node)?;
+    ) -> Result<Vec<sharing_affinity_core::ClaimAllocation>, sharing_affinity_core::Status> {
+        let mut out = self.0.bind(pod, node)?;
         for a in &mut out {
             for r in &mut a.allocation.devices.results {
                 r.device = "mlx5-0".into();
@@ -176,7 +183,7 @@ fn a_wrong_bind_is_reported_right_after_it() {
         .join("testdata")
         .join("rdma-pkey-locked-mlx5-0-next-device");
     let cluster = Cluster::from_file(&dir.join("cluster.json")).unwrap();
-    let mut engine = Misbinding(NativeEngine::new("").unwrap());
+    let mut engine = Misbinding(native::plugin("").unwrap());
     let mut trail = Trail::new(&cluster, "").unwrap();
     replay_observed(&mut engine, &cluster, &mut || {}, &mut |o| {
         trail.after_bind(o);

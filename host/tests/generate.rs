@@ -7,7 +7,7 @@
 use std::collections::HashMap;
 
 use sharing_affinity_host::generate::{Profile, Shapes, Spec, Variant, Workload, generate};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 use sharing_affinity_host::replay::{Cluster, Replay, replay};
 use sharing_affinity_host::simulate::simulate;
 
@@ -23,7 +23,7 @@ fn small(profile: Profile, seed: u64) -> Spec {
 
 fn run(cluster: &str, config: &str) -> Replay {
     let cluster = Cluster::parse(cluster).expect("generated JSON parses");
-    let mut engine = NativeEngine::new(config).expect("generated config is valid");
+    let mut engine = native::plugin(config).expect("generated config is valid");
     replay(&mut engine, &cluster, &mut || {}).expect("replay runs")
 }
 

@@ -20,14 +20,14 @@ use go_written::go_written;
 use serde_json::Value;
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::generate::{Profile, Spec, generate};
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 use sharing_affinity_host::replay::{Cluster, replay, scenario_dirs};
 use sharing_affinity_host::report;
 
-fn decisions(engine: &mut dyn Engine, cluster: &str, what: &str) -> Value {
+fn decisions(engine: &mut dyn PluginRuntime, cluster: &str, what: &str) -> Value {
     let cluster = Cluster::parse(cluster).unwrap_or_else(|e| panic!("{what}: {e:#}"));
     assert!(
         cluster.invalid.is_empty(),
@@ -44,7 +44,7 @@ fn decisions(engine: &mut dyn Engine, cluster: &str, what: &str) -> Value {
 }
 
 /// Makes a fresh engine.
-type NewEngine<'a> = Box<dyn Fn() -> Box<dyn Engine> + 'a>;
+type NewEngine<'a> = Box<dyn Fn() -> Box<dyn PluginRuntime> + 'a>;
 
 fn config(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("config.json")).unwrap_or_default()
@@ -65,10 +65,7 @@ fn every_recorded_cycle_written_by_go_decides_the_same_on_every_engine() {
         let config = config(&dir);
         let name = dir.file_name().unwrap().to_string_lossy().into_owned();
         let engines: [(&str, NewEngine<'_>); 3] = [
-            (
-                "native",
-                Box::new(|| Box::new(NativeEngine::new(&config).unwrap())),
-            ),
+            ("native", Box::new(|| Box::new(native::plugin(&config).unwrap()))),
             (
                 "component",
                 Box::new(|| Box::new(component.instantiate(&config, Limits::default()).unwrap())),
@@ -114,12 +111,12 @@ fn generated_clusters_written_by_go_decide_the_same() {
         };
         let g = generate(&spec).unwrap_or_else(|e| panic!("seed {seed}: {e}"));
         let want = decisions(
-            &mut NativeEngine::new(&g.config).unwrap(),
+            &mut native::plugin(&g.config).unwrap(),
             &g.cluster,
             &format!("seed {seed}"),
         );
         let got = decisions(
-            &mut NativeEngine::new(&g.config).unwrap(),
+            &mut native::plugin(&g.config).unwrap(),
             &go_written(&g.cluster),
             &format!("seed {seed} written by Go"),
         );
@@ -143,8 +140,8 @@ fn a_rejected_node_is_named_in_its_filter_status_on_every_engine() {
     let kswe = KsweModule::new(&artifact::read_kswe_module(&kswe_path).unwrap()).unwrap();
     let cluster = Cluster::parse(CLUSTER).unwrap();
     assert_eq!(cluster.nodes, ["node-1", "node-2"]);
-    let engines: [Box<dyn Engine>; 3] = [
-        Box::new(NativeEngine::new("").unwrap()),
+    let engines: [Box<dyn PluginRuntime>; 3] = [
+        Box::new(native::plugin("").unwrap()),
         Box::new(component.instantiate("", Limits::default()).unwrap()),
         Box::new(KsweEngine::from_module(&kswe, "").unwrap()),
     ];
@@ -209,8 +206,8 @@ fn a_rejected_claim_keeps_holding_its_device_on_every_engine() {
     for cluster in [&cluster, &unreadable_quantity] {
         let parsed = Cluster::parse(cluster).unwrap();
         assert_eq!(parsed.refused.len(), 1, "{:?}", parsed.invalid);
-        let engines: [Box<dyn Engine>; 3] = [
-            Box::new(NativeEngine::new("").unwrap()),
+        let engines: [Box<dyn PluginRuntime>; 3] = [
+            Box::new(native::plugin("").unwrap()),
             Box::new(component.instantiate("", Limits::default()).unwrap()),
             Box::new(KsweEngine::from_module(&kswe, "").unwrap()),
         ];
@@ -233,7 +230,7 @@ fn a_rejected_claim_keeps_holding_its_device_on_every_engine() {
     }
     // Without the unreadable claim, eth1 is the first fit.
     let without = cluster.replace("resource.k8s.io/v1beta2", "resource.k8s.io/v0");
-    let mut native = NativeEngine::new("").unwrap();
+    let mut native = native::plugin("").unwrap();
     let unheld =
         Cluster::parse(&without.replace("\"status\":{\"allocation\"", "\"statusX\":{\"allocation\""))
             .unwrap();

@@ -12,15 +12,15 @@ use std::path::Path;
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::object::Object;
-use sharing_affinity_core::plugin::ClaimAllocation;
-use sharing_affinity_core::{Code, Status};
+use sharing_affinity_core::{ClaimAllocation, Code, Status};
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentEngine, ComponentPlugin};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweHost, KsweModule, PreparedPod, TrapPolicy};
 use sharing_affinity_host::limits::{Bytes, Limits};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 use sharing_affinity_host::replay::{Cluster, replay};
 use sharing_affinity_host::report;
 
@@ -200,7 +200,7 @@ fn component_limits_apply_to_every_hook_and_the_cycle_goes_on() {
     let err = engine.score("big").expect_err("a 64 KiB reason");
     assert!(err.reason.contains("status reason limit"), "{err}");
     assert_eq!(engine.reserve("node-ok"), Ok(Vec::new()));
-    assert_eq!(engine.bind("node-ok"), Ok(Vec::new()));
+    assert_eq!(engine.bind("ns/pod", "node-ok"), Ok(Vec::new()));
     assert_eq!(engine.replacements(), 2);
 }
 
@@ -248,7 +248,7 @@ fn component_limits_apply_to_prescore_with_its_scores_and_the_cycle_goes_on() {
     );
     engine.set_time_per_call(small_limits().time_per_call);
     assert_eq!(engine.reserve("node-ok"), Ok(Vec::new()));
-    assert_eq!(engine.bind("node-ok"), Ok(Vec::new()));
+    assert_eq!(engine.bind("ns/pod", "node-ok"), Ok(Vec::new()));
 }
 
 #[test]
@@ -467,21 +467,21 @@ fn kswe_stack_limits_must_match_the_compiled_ones() {
 // --- The real plugin: hostile calls spread over a replay lose no state ---------------------------
 
 /// An engine whose time limit a test can set to zero for one call.
-trait Interruptible: Engine {
-    fn set_time(&mut self, time: Duration);
+trait Interruptible: PluginRuntime {
+    fn set_time_limit(&mut self, time: Duration);
     fn score_enters_guest(&mut self) -> bool {
         true
     }
 }
 
 impl Interruptible for ComponentEngine {
-    fn set_time(&mut self, time: Duration) {
+    fn set_time_limit(&mut self, time: Duration) {
         self.set_time_per_call(time);
     }
 }
 
 impl Interruptible for KsweEngine {
-    fn set_time(&mut self, time: Duration) {
+    fn set_time_limit(&mut self, time: Duration) {
         self.set_time_per_call(time);
     }
     fn score_enters_guest(&mut self) -> bool {
@@ -508,9 +508,9 @@ impl<E: Interruptible> Hostile<E> {
 
     /// Runs `f` once with a zero time limit and checks the error it gives.
     fn interrupt<T: std::fmt::Debug>(&mut self, what: &str, f: impl FnOnce(&mut E) -> Result<T, Status>) {
-        self.inner.set_time(Duration::ZERO);
+        self.inner.set_time_limit(Duration::ZERO);
         let result = f(&mut self.inner);
-        self.inner.set_time(Limits::default().time_per_call);
+        self.inner.set_time_limit(Limits::default().time_per_call);
         match result {
             Err(status) => {
                 assert_eq!(status.code, Code::Error, "{what}: {status}");
@@ -529,13 +529,16 @@ fn as_result(status: Status) -> Result<(), Status> {
     if status.is_success() { Ok(()) } else { Err(status) }
 }
 
-impl<E: Interruptible> Engine for Hostile<E> {
+impl<E: Interruptible> PluginRuntime for Hostile<E> {
     fn name(&self) -> &'static str {
         self.inner.name()
     }
     fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>> {
         self.inner.load(objects)
     }
+}
+
+impl<E: Interruptible> Scheduler for Hostile<E> {
     fn prefilter(&mut self, pod: &str) -> Status {
         if self.hostile() {
             self.interrupt(&format!("prefilter {pod}"), |e| as_result(e.prefilter(pod)));
@@ -548,12 +551,12 @@ impl<E: Interruptible> Engine for Hostile<E> {
         }
         self.inner.filter(node)
     }
-    fn set_clock(&mut self, unix_seconds: i64) {
-        self.inner.set_clock(unix_seconds)
+    fn set_time(&mut self, unix_seconds: i64) {
+        self.inner.set_time(unix_seconds)
     }
-    fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>) {
+    fn postfilter(&mut self, pod: &str, nodes: &[String]) -> (Status, Option<String>) {
         // PostFilter mutates (a deallocation): it is not interrupted and replayed.
-        self.inner.postfilter(nodes)
+        self.inner.postfilter(pod, nodes)
     }
     fn score(&mut self, node: &str) -> Result<u32, Status> {
         // The KSWE engine scores every feasible node in one guest call at the cycle's first
@@ -570,11 +573,11 @@ impl<E: Interruptible> Engine for Hostile<E> {
         }
         self.inner.reserve(node)
     }
-    fn unreserve(&mut self, node: &str) {
-        self.inner.unreserve(node)
+    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
+        self.inner.unreserve(pod, node)
     }
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.inner.bind(node)
+    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        self.inner.bind(pod, node)
     }
 }
 
@@ -592,7 +595,7 @@ fn scenario(name: &str) -> (Cluster, String) {
 }
 
 fn native_decisions(cluster: &Cluster, config: &str) -> serde_json::Value {
-    let mut engine = NativeEngine::new(config).unwrap();
+    let mut engine = native::plugin(config).unwrap();
     report::decisions(&replay(&mut engine, cluster, &mut || {}).unwrap())
 }
 

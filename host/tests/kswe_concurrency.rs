@@ -5,15 +5,16 @@
 //! trapped instance is reused.
 //!
 //! The interleavings below fail against a guest without a `permit` export, with one reservation
-//! per instance that the next PreFilter drops, or with a `RefCell` borrow left behind by a trap:
+//! per instance dropped by the next PreFilter, or with a `RefCell` borrow left behind by a trap:
 //! "bind called without a successful reserve", and every call after a trap trapping again.
 
 use std::sync::OnceLock;
 
 use sharing_affinity_core::Code;
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::object::{Object, parse_objects};
 use sharing_affinity_host::artifact;
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::abi::code;
 use sharing_affinity_host::kswe::store::Change;
 use sharing_affinity_host::kswe::{KsweConfig, KsweEngine, KsweHost, KsweModule, PreparedPod, TrapPolicy};

@@ -7,7 +7,8 @@
 //! or `c` of `node-a`, `node-b`, `node-c`.
 
 use sharing_affinity_core::Code;
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_core::contract::Scheduler;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::KsweEngine;
 use sharing_affinity_host::replay::{Cluster, PodOutcome, replay};
 

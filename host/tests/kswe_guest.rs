@@ -7,11 +7,11 @@
 use std::path::{Path, PathBuf};
 use std::sync::OnceLock;
 
+use sharing_affinity_core::Code;
 use sharing_affinity_core::object::{Kind, Object, parse_objects};
-use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin};
-use sharing_affinity_core::{Code, Status};
+use sharing_affinity_core::{ClaimAllocation, Plugin};
 use sharing_affinity_host::artifact;
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::abi::Export;
 use sharing_affinity_host::kswe::cycle::{Outcome, run_cycle};
 use sharing_affinity_host::kswe::store::Change;
@@ -33,49 +33,6 @@ fn guest_wasm() -> &'static [u8] {
             artifact::default_kswe_module().unwrap_or_else(|e| panic!("building the KSWE guest: {e:#}"));
         artifact::read_kswe_module(&path).unwrap_or_else(|e| panic!("{e:#}"))
     })
-}
-
-/// The replay's view of the native core, for comparison.
-struct Native(Plugin, String);
-
-impl Engine for Native {
-    fn name(&self) -> &'static str {
-        "native"
-    }
-    fn load(&mut self, objects: &[Object]) -> wasmtime::Result<Vec<String>> {
-        Ok(objects
-            .iter()
-            .filter_map(|o| self.0.apply(EventKind::Add, &o.to_json().to_string()).err())
-            .map(|e| e.to_string())
-            .collect())
-    }
-    fn prefilter(&mut self, pod: &str) -> Status {
-        self.1 = pod.to_string();
-        self.0.prefilter(pod)
-    }
-    fn filter(&mut self, node: &str) -> Status {
-        self.0.filter(node)
-    }
-    fn set_clock(&mut self, unix_seconds: i64) {
-        self.0.set_time(unix_seconds);
-    }
-    fn postfilter(&mut self, _nodes: &[String]) -> (Status, Option<String>) {
-        let answer = self.0.postfilter(&self.1);
-        (answer.status, answer.deallocate.map(|(claim, _)| claim))
-    }
-    fn score(&mut self, node: &str) -> Result<u32, Status> {
-        self.0.score(node)
-    }
-    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.0.reserve(node)
-    }
-    fn unreserve(&mut self, node: &str) {
-        // After a failed reserve the pod holds no reservation: nothing to act on.
-        let _no_reservation = self.0.unreserve(&self.1, node);
-    }
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        self.0.bind(&self.1, node)
-    }
 }
 
 /// One pod's decision: the node (or the PreFilter/Filter failure) and the allocations bound.
@@ -131,7 +88,7 @@ fn pending_pods(objects: &[Object]) -> Vec<String> {
 
 /// The replay loop: every pending pod through PreFilter, Filter on every node, Score on the
 /// feasible ones (highest wins, ties by name), Reserve and Bind.
-fn drive(engine: &mut dyn Engine, objects: &[Object]) -> Vec<Decision> {
+fn drive(engine: &mut dyn PluginRuntime, objects: &[Object]) -> Vec<Decision> {
     let rejected = engine.load(objects).unwrap();
     assert!(rejected.is_empty(), "{}: {rejected:?}", engine.name());
     let nodes: Vec<String> = objects
@@ -187,7 +144,7 @@ fn drive(engine: &mut dyn Engine, objects: &[Object]) -> Vec<Decision> {
             .reserve(&node)
             .unwrap_or_else(|s| panic!("{} reserve {pod}: {s}", engine.name()));
         let bound = engine
-            .bind(&node)
+            .bind(&pod, &node)
             .unwrap_or_else(|s| panic!("{} bind {pod}: {s}", engine.name()));
         assert_eq!(
             reserved,
@@ -211,7 +168,7 @@ fn compare(name: &str) -> (Vec<Decision>, KsweEngine) {
 
 fn compare_objects(name: &str, objects: &[Object], config: &str) -> (Vec<Decision>, KsweEngine) {
     let objects = objects.to_vec();
-    let native = drive(&mut Native(Plugin::new(config).unwrap(), String::new()), &objects);
+    let native = drive(&mut Plugin::new(config).unwrap(), &objects);
     let mut kswe = KsweEngine::new(guest_wasm(), config).unwrap();
     let decisions = drive(&mut kswe, &objects);
     assert_eq!(

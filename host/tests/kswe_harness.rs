@@ -19,7 +19,7 @@ use std::path::Path;
 
 use go_harness::{GoHarness, skipped};
 use serde_json::Value;
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::replay::{Cluster, replay, scenario_dirs};
 use sharing_affinity_host::report;

@@ -24,7 +24,7 @@ fn image_states_are_filled_as_the_scheduler_snapshot_does() {
     let cluster = cluster();
     let module = KsweModule::new(&wat("image_locality.wat")).unwrap();
     let mut engine = KsweEngine::from_module(&module, "").unwrap();
-    sharing_affinity_host::engine::Engine::load(&mut engine, &cluster.objects).unwrap();
+    sharing_affinity_host::engine::PluginRuntime::load(&mut engine, &cluster.objects).unwrap();
     let guard = engine.host().cluster();
     let store = &guard.store;
     let app = "registry.example.com/shop/app";

@@ -348,7 +348,8 @@ fn unreserve_drops_pending_allocations() {
 #[test]
 fn kswe_engine_replaces_a_trapped_instance_and_restores_the_cycle() {
     use sharing_affinity_core::Code;
-    use sharing_affinity_host::engine::Engine;
+    use sharing_affinity_core::contract::Scheduler;
+    use sharing_affinity_host::engine::PluginRuntime;
     use sharing_affinity_host::kswe::KsweEngine;
     let mut engine = KsweEngine::new(&wat("engine_restore.wat"), "").unwrap();
     let objects = parse_objects(&format!("{}\n{}", node_json("n"), pod_json("p")))

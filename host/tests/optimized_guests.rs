@@ -14,7 +14,7 @@ use std::path::Path;
 use serde_json::Value;
 use sharing_affinity_host::artifact::{self, Guest, Optimizer};
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
 use sharing_affinity_host::replay::{Cluster, replay, scenario_dirs};
 use sharing_affinity_host::report;
@@ -52,7 +52,7 @@ fn config(dir: &Path) -> String {
     std::fs::read_to_string(dir.join("config.json")).unwrap_or_default()
 }
 
-fn decisions(engine: &mut dyn Engine, dir: &Path) -> Value {
+fn decisions(engine: &mut dyn PluginRuntime, dir: &Path) -> Value {
     let cluster = Cluster::from_file(&dir.join("cluster.json")).unwrap();
     report::decisions(&replay(engine, &cluster, &mut || {}).unwrap())
 }

@@ -19,12 +19,13 @@ use std::time::Duration;
 
 use libtest_mimic::{Arguments, Failed, Trial};
 use serde_json::Value;
-use sharing_affinity_core::Code;
+use sharing_affinity_core::contract::Scheduler;
+use sharing_affinity_core::{Code, Plugin};
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentEngine, ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::kswe::{KsweEngine, KsweModule};
-use sharing_affinity_host::native::NativeEngine;
+use sharing_affinity_host::native;
 use sharing_affinity_host::replay::{
     Binding, Cluster, PodOutcome, Replay, replay, replay_with, scenario_dirs, schedule,
 };
@@ -131,13 +132,13 @@ fn read(path: &Path) -> Result<String, Failed> {
     std::fs::read_to_string(path).map_err(|e| format!("reading {}: {e}", path.display()).into())
 }
 
-fn run(engine: &mut dyn Engine, dir: &Path) -> Result<Replay, Failed> {
+fn run(engine: &mut dyn PluginRuntime, dir: &Path) -> Result<Replay, Failed> {
     let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
     replay(engine, &cluster, &mut || {}).map_err(|e| format!("{e:#}").into())
 }
 
 fn native(dir: &Path) -> Result<Replay, Failed> {
-    let mut engine = NativeEngine::new(&config(dir)?).map_err(|e| format!("{e:#}"))?;
+    let mut engine = native::plugin(&config(dir)?).map_err(|e| format!("{e:#}"))?;
     run(&mut engine, dir)
 }
 
@@ -305,7 +306,7 @@ fn small_cluster() -> Cluster {
 
 /// Schedules `pods` of the small cluster with a native engine: the reference decisions.
 fn native_decisions(cluster: &Cluster) -> Result<Vec<PodOutcome>, Failed> {
-    let mut engine = NativeEngine::new("").map_err(|e| format!("{e:#}"))?;
+    let mut engine = native::plugin("").map_err(|e| format!("{e:#}"))?;
     let result = replay(&mut engine, cluster, &mut || {}).map_err(|e| format!("{e:#}"))?;
     Ok(result.pods)
 }
@@ -374,7 +375,7 @@ fn trap_mid_cycle() -> Result<(), Failed> {
         .reserve(node)
         .map_err(|s| format!("reserve after the trap: {s}"))?;
     let bound = engine
-        .bind(node)
+        .bind(pod, node)
         .map_err(|s| format!("bind after the trap: {s}"))?;
     assert_eq!(
         bound, reference[0].allocations,
@@ -462,16 +463,16 @@ fn structured_and_cel_decide_alike() -> Result<(), Failed> {
 /// `testdata/large-32-nodes-60-pods` loaded into a native and a component engine, its first
 /// pending pod prefiltered and filtered on every node in both: the cluster, the engines and the
 /// nodes that passed (at least two).
-fn filtered_on_both() -> Result<(Cluster, NativeEngine, ComponentEngine, Vec<String>), Failed> {
+fn filtered_on_both() -> Result<(Cluster, Plugin, ComponentEngine, Vec<String>), Failed> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../testdata/large-32-nodes-60-pods");
     let cluster = Cluster::from_file(&dir.join("cluster.json")).map_err(|e| format!("{e:#}"))?;
-    let mut native = NativeEngine::new(&config(&dir)?).map_err(|e| format!("{e:#}"))?;
+    let mut native = native::plugin(&config(&dir)?).map_err(|e| format!("{e:#}"))?;
     let mut component = plugin()?
         .instantiate(&config(&dir)?, Limits::default())
         .map_err(|e| format!("{e:#}"))?;
     let pod = &cluster.pending[0];
     let mut feasible = Vec::new();
-    for engine in [&mut native as &mut dyn Engine, &mut component] {
+    for engine in [&mut native as &mut dyn PluginRuntime, &mut component] {
         engine.load(&cluster.objects).map_err(|e| format!("{e:#}"))?;
         assert!(engine.prefilter(pod).is_success());
         feasible = cluster
@@ -491,10 +492,10 @@ fn filtered_on_both() -> Result<(Cluster, NativeEngine, ComponentEngine, Vec<Str
 /// whole list again, and after a node is filtered again.
 fn prescore_scores() -> Result<(), Failed> {
     let (_, mut native, mut component, feasible) = filtered_on_both()?;
-    let scores = |e: &mut dyn Engine, nodes: &[String]| -> Vec<Result<u32, String>> {
+    let scores = |e: &mut dyn PluginRuntime, nodes: &[String]| -> Vec<Result<u32, String>> {
         nodes.iter().map(|n| e.score(n).map_err(|s| s.reason)).collect()
     };
-    let both = |native: &mut NativeEngine, component: &mut ComponentEngine, nodes: &[String]| {
+    let both = |native: &mut Plugin, component: &mut ComponentEngine, nodes: &[String]| {
         assert!(native.prescore(nodes).is_success());
         assert!(component.prescore(nodes).is_success());
     };

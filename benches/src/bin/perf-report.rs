@@ -18,7 +18,7 @@ use std::time::Instant;
 use plotters::prelude::*;
 use sharing_affinity_host::artifact;
 use sharing_affinity_host::component::{ComponentPlugin, Limits};
-use sharing_affinity_host::engine::Engine;
+use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::generate::{Spec, generate};
 use sharing_affinity_host::kswe::KsweEngine;
 use sharing_affinity_host::replay::{Cluster, replay};
@@ -406,7 +406,7 @@ fn memory(nodes: usize) -> Result<String, String> {
         .map_err(|e| format!("{e:#}"))?;
     let kswe = artifact::read_kswe_module(&artifact::default_kswe_module().map_err(|e| format!("{e:#}"))?)
         .map_err(|e| format!("{e:#}"))?;
-    let engines: Vec<Box<dyn Engine>> = vec![
+    let engines: Vec<Box<dyn PluginRuntime>> = vec![
         Box::new(
             component
                 .instantiate(&g.config, Limits::default())

@@ -1,4 +1,4 @@
-//! [`KsweEngine`]: the replay's [`Engine`] over a KSWE guest that imports `sharing-affinity.dra/v1`
+//! [`KsweEngine`]: the replay's [`PluginRuntime`] (and the core's [`Scheduler`]) over a KSWE guest that imports `sharing-affinity.dra/v1`
 //! (our plugin built with `--features scheduler-abi`).
 //!
 //! Objects go into the host's store; the guest pulls them through the change feed at PreFilter.
@@ -14,10 +14,10 @@
 //! NormalizeScore; the later Score calls read the batch. A Permit `Wait` is an `Error` (the replay
 //! has no waiting pods).
 //!
-//! Binding: with [`Engine::bind`] (`--binding sync`) Permit, PreBind, Bind and PostBind run
+//! Binding: with [`Scheduler::bind`] (`--binding sync`) Permit, PreBind, Bind and PostBind run
 //! right after Reserve. The engine also implements asynchronous binding (`--binding async`, the
-//! CLI's default for this engine): [`Engine::permit`] ends the scheduling cycle (upstream hands the
-//! scheduling instance to the pod's binding cycle there) and [`Engine::binding_cycle`] runs
+//! CLI's default for this engine): [`Scheduler::permit`] ends the scheduling cycle (upstream hands
+//! the scheduling instance to the pod's binding cycle there) and [`Scheduler::binding_cycle`] runs
 //! PreBind, Bind, the default binder and PostBind later, while the next pod's scheduling cycle is
 //! in progress, with Unreserve (on the scheduling instance, as upstream) when it fails.
 //!
@@ -35,16 +35,16 @@
 
 use std::collections::BTreeMap;
 
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::object::Object;
-use sharing_affinity_core::plugin::ClaimAllocation;
-use sharing_affinity_core::{Code, Status};
+use sharing_affinity_core::{ClaimAllocation, Code, Status};
 
 use super::abi::{KsweStatus, code};
 use super::context::DraWrite;
 use super::host::{KsweConfig, KsweHost, KsweModule, PreparedPod, RegisteredEvents, TrapPolicy};
 use super::load::bits;
 use super::store::Change;
-use crate::engine::Engine;
+use crate::engine::PluginRuntime;
 
 /// The KSWE engine. See the module docs.
 pub struct KsweEngine {
@@ -304,7 +304,7 @@ impl KsweEngine {
     }
 }
 
-impl Engine for KsweEngine {
+impl PluginRuntime for KsweEngine {
     fn name(&self) -> &'static str {
         "kswe"
     }
@@ -333,7 +333,15 @@ impl Engine for KsweEngine {
             .collect())
     }
 
-    fn set_clock(&mut self, unix_seconds: i64) {
+    fn async_binding(&self) -> bool {
+        true
+    }
+}
+
+/// The hooks act on the cycle's pod as the host prepared it at PreFilter (the guest reads it
+/// through `currentPod`): the `pod` that Unreserve, PostFilter and Bind name is that pod.
+impl Scheduler for KsweEngine {
+    fn set_time(&mut self, unix_seconds: i64) {
         self.host.cluster().now = unix_seconds;
     }
 
@@ -391,7 +399,7 @@ impl Engine for KsweEngine {
         }
     }
 
-    fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>) {
+    fn postfilter(&mut self, _pod: &str, nodes: &[String]) -> (Status, Option<String>) {
         let pod = match self.current("postfilter") {
             Ok(p) => p,
             Err(s) => return (s, None),
@@ -459,26 +467,27 @@ impl Engine for KsweEngine {
         Ok(allocations(pending))
     }
 
-    fn unreserve(&mut self, node: &str) {
-        let Ok(pod) = self.before("unreserve") else { return };
+    fn unreserve(&mut self, _pod: &str, node: &str) -> Result<(), Status> {
+        let pod = self.before("unreserve")?;
         if !self.host.mask().reserve {
-            return;
+            return Ok(());
         }
         // A failed Unreserve is only logged upstream; the host keeps the log record.
-        if let Ok(Some(_)) = self.host.unreserve(&pod, node) {
-            self.restore = self.policy == TrapPolicy::Replace;
-            self.traps += 1;
+        match self.host.unreserve(&pod, node) {
+            Ok(None) => Ok(()),
+            Ok(Some(logged)) => {
+                self.restore = self.policy == TrapPolicy::Replace;
+                self.traps += 1;
+                Err(Status::error(logged.to_string()))
+            }
+            Err(e) => Err(host_error(e)),
         }
     }
 
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+    fn bind(&mut self, _pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         let pod = self.before("bind")?;
         self.permit_pod(&pod, node)?;
         self.bind_pod(&pod, node)
-    }
-
-    fn async_binding(&self) -> bool {
-        true
     }
 
     fn permit(&mut self, node: &str) -> Result<(), Status> {

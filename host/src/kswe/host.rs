@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use prost::Message;
 use sharing_affinity_core::model::Pod;
+use sharing_affinity_kswe_proto as proto;
 use wasmtime::{Config, Engine, Linker, Module};
 
 use super::abi::{Export, KsweStatus, code, unpack};
@@ -15,7 +16,7 @@ use super::context::{
 use super::guest::{Factory, Guest, Raw};
 use super::load::{self, Mask, bits};
 use super::trap::{DebugInfo, HostPanic, ProcExit, decorate};
-use super::{dra, imports, proto, table, wasi};
+use super::{dra, imports, table, wasi};
 use crate::limits::Limits;
 
 /// What to do with an instance whose call trapped.

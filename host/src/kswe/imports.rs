@@ -8,11 +8,11 @@ use std::sync::Arc;
 use prost::Message;
 use serde_json::Value;
 use sharing_affinity_core::object::{Kind, Object};
+use sharing_affinity_kswe_proto as proto;
 use wasmtime::{Caller, Linker};
 
 use super::abi::{MODULE_API, MODULE_KLOG, MODULE_SCHEDULER};
 use super::context::{CallStack, ClusterEvent, EventReference, GuestData, LogRecord, RecordedEvent};
-use super::proto;
 use super::table::host_panic;
 use crate::limits::Exceeded;
 

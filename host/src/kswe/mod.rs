@@ -15,7 +15,7 @@
 //!
 //! Layers: [`abi`] (names, codes, packing) → [`load`] (checks) → [`table`], [`imports`], [`wasi`],
 //! [`dra`] (host functions) → [`guest`] (instances) → [`host::KsweHost`] (pool and hooks) →
-//! [`cycle`] (a scheduling-cycle driver) → [`engine::KsweEngine`] (the replay's `Engine`).
+//! [`cycle`] (a scheduling-cycle driver) → [`engine::KsweEngine`] (a [`crate::engine::PluginRuntime`]).
 
 pub mod abi;
 pub mod context;
@@ -26,8 +26,6 @@ pub mod guest;
 pub mod host;
 pub mod imports;
 pub mod load;
-#[path = "../../../plugin/guest/src/scheduler_abi/proto.rs"]
-pub mod proto;
 pub mod store;
 pub mod table;
 pub mod trap;

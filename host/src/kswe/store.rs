@@ -18,8 +18,7 @@ use sharing_affinity_core::model::{
     PodResourceClaimStatus, ResourceClaim, ResourceClaimConsumerReference,
 };
 use sharing_affinity_core::object::{Kind, Object, object_key};
-
-use super::proto;
+use sharing_affinity_kswe_proto as proto;
 
 /// Distinguishes stores within one process, so a cursor from another store forces a resync.
 static NEXT_EPOCH: AtomicU64 = AtomicU64::new(1);

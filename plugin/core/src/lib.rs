@@ -21,6 +21,7 @@ pub mod audit;
 pub mod capacity;
 pub mod cel;
 pub mod constraints;
+pub mod contract;
 pub mod counters;
 pub mod error;
 pub mod index;

@@ -1,16 +1,17 @@
 //! The WIT component adapter: exports the `sharing-affinity:plugin/plugin` world (`wit/plugin.wit`).
 //!
 //! This module holds the crate's only `wit_bindgen::generate!`. Each export decodes its arguments,
-//! calls [`sharing_affinity_core::plugin::Plugin`] and encodes the answer; there is no domain logic
+//! calls [`sharing_affinity_core::Plugin`] and encodes the answer; there is no domain logic
 //! here. The plugin lives in a thread-local slot that `configure` fills; every other export answers
 //! with an `error` status (or error entries) until then, never with a trap.
 
 use std::cell::RefCell;
 
-use sharing_affinity_core::NodeName;
 use sharing_affinity_core::model::{AllocationResult, DeviceRequestAllocationResult};
-use sharing_affinity_core::plugin::{self as core_plugin, Plugin};
-use sharing_affinity_core::{Code as CoreCode, Status as CoreStatus};
+use sharing_affinity_core::{
+    ClaimAllocation as CoreClaimAllocation, Code as CoreCode, EventKind as CoreEventKind, NodeName, Plugin,
+    Status as CoreStatus,
+};
 
 wit_bindgen::generate!({
     path: "../../wit",
@@ -247,11 +248,11 @@ fn index_u32(i: usize) -> u32 {
     u32::try_from(i).unwrap_or(u32::MAX)
 }
 
-fn event_kind(kind: EventKind) -> core_plugin::EventKind {
+fn event_kind(kind: EventKind) -> CoreEventKind {
     match kind {
-        EventKind::Add => core_plugin::EventKind::Add,
-        EventKind::Update => core_plugin::EventKind::Update,
-        EventKind::Delete => core_plugin::EventKind::Delete,
+        EventKind::Add => CoreEventKind::Add,
+        EventKind::Update => CoreEventKind::Update,
+        EventKind::Delete => CoreEventKind::Delete,
     }
 }
 
@@ -276,7 +277,7 @@ fn status(s: CoreStatus) -> Status {
 }
 
 fn allocations(
-    r: Result<Vec<core_plugin::ClaimAllocation>, CoreStatus>,
+    r: Result<Vec<CoreClaimAllocation>, CoreStatus>,
 ) -> Result<Vec<ClaimAllocation>, Status> {
     match r {
         Ok(list) => list.into_iter().map(claim_allocation).collect(),
@@ -286,7 +287,7 @@ fn allocations(
 
 /// Encodes one claim's allocation; JSON-typed fields are serialised here, and a serialisation
 /// failure (which cannot happen for these plain data types) is reported as an `error` status.
-fn claim_allocation(a: core_plugin::ClaimAllocation) -> Result<ClaimAllocation, Status> {
+fn claim_allocation(a: CoreClaimAllocation) -> Result<ClaimAllocation, Status> {
     let AllocationResult {
         devices,
         node_selector,

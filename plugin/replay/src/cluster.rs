@@ -7,6 +7,7 @@ use std::path::Path;
 
 use serde_json::value::RawValue;
 use sharing_affinity_core::object::{Kind, Object, Parsed, collect, identify, offset_in, unread_fields};
+use sharing_affinity_core::{EventKind, Plugin};
 
 /// Why a cluster document cannot be read at all (one bad object is not an error: it is listed in
 /// [`Cluster::invalid`]).
@@ -85,6 +86,25 @@ pub struct Cluster {
     /// Fields of DRA objects that the plugin does not read ([`unread_fields`]), each with its
     /// object (`Kind namespace/name`) and where the object starts.
     pub unread: Vec<Unread>,
+}
+
+/// Adds `objects` to the plugin as `Add` events; returns one message per object it rejected. The
+/// objects go through JSON text, exactly as they cross into the wasm engines.
+pub fn add_objects(plugin: &mut Plugin, objects: &[Object]) -> Vec<String> {
+    objects
+        .iter()
+        .filter_map(|object| plugin.apply(EventKind::Add, &object.to_json_string()).err())
+        .map(|e| e.to_string())
+        .collect()
+}
+
+/// Hands the plugin objects (JSON text, [`Cluster::refused`]) that it rejects: it records them,
+/// and names them where a decision misses them. Their errors are those the cluster's decoding
+/// listed already.
+pub fn add_refused(plugin: &mut Plugin, objects: &[String]) {
+    for object in objects {
+        let _rejected = plugin.apply(EventKind::Add, object);
+    }
 }
 
 /// A field of a DRA object that the plugin does not read.

@@ -1,5 +1,7 @@
 //! The scheduling loop of a replay: the pending pods of a [`Cluster`] one at a time through a
-//! [`Scheduler`], as kube-scheduler would run them with only this plugin enabled.
+//! [`Scheduler`] (the core's plugin contract: the core's `Plugin` natively, or a wasm guest in the
+//! host), as kube-scheduler would run them with only this plugin enabled. Loading the objects and
+//! setting the clock are the caller's business, before [`schedule_all`].
 //!
 //! For each pod: PreFilter; Filter on every node in name order (each call timed); Score on the
 //! feasible nodes; the highest score wins (ties: the smaller node name); Reserve and Bind there,
@@ -16,40 +18,12 @@
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
-use sharing_affinity_core::Status;
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::model::{DeviceClass, Node, Pod, PodExtendedResourceClaimStatus};
 use sharing_affinity_core::object::{Object, object_key};
-use sharing_affinity_core::{ClaimAllocation, extended};
+use sharing_affinity_core::{ClaimAllocation, Code, Status, extended};
 
 use crate::cluster::Cluster;
-
-/// The scheduling-cycle calls of one plugin instance, whichever way it runs (natively, or as a
-/// wasm guest in the host). Loading the objects is the caller's business, before [`schedule_all`].
-pub trait Scheduler {
-    /// PreFilter for the pod `namespace/name`.
-    fn prefilter(&mut self, pod: &str) -> Status;
-    /// Filter for one node.
-    fn filter(&mut self, node: &str) -> Status;
-    /// PreScore with the feasible nodes (those that passed Filter), before Score.
-    fn prescore(&mut self, nodes: &[String]) -> Status;
-    /// PostFilter after no node passed Filter (or PreFilter rejected the pod); `nodes` are the
-    /// nodes the cycle Filtered. Returns the status and the claim (`namespace/name`) whose
-    /// allocation the plugin cleared, if any.
-    fn postfilter(&mut self, nodes: &[String]) -> (Status, Option<String>);
-    /// Score (0..=100) for a feasible node.
-    fn score(&mut self, node: &str) -> Result<u32, Status>;
-    /// Reserve on the chosen node; returns the allocation per claim.
-    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
-    /// Unreserve after a failure later in the cycle.
-    fn unreserve(&mut self, node: &str);
-    /// Bind: records the allocation in the plugin's state.
-    fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
-    /// Permit on the reserved node: the end of the scheduling cycle when binding is asynchronous.
-    fn permit(&mut self, node: &str) -> Result<(), Status>;
-    /// The binding cycle of `pod` (`namespace/name`) reserved on `node` (PreBind, Bind, PostBind;
-    /// Unreserve when it fails), run while a later pod's scheduling cycle is in progress.
-    fn binding_cycle(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
-}
 
 /// What filter (and score, for feasible nodes) said about one node.
 #[derive(Clone, Debug, PartialEq)]
@@ -254,14 +228,15 @@ fn run_deferred(
 
 /// Binds synchronously: bind, and unreserve when it fails.
 fn bind_now(engine: &mut dyn Scheduler, outcome: &mut PodOutcome, node: String) {
-    match engine.bind(&node) {
+    match engine.bind(&outcome.pod, &node) {
         Ok(allocations) => {
             outcome.allocations = allocations;
             outcome.node = Some(node);
         }
         Err(status) => {
             outcome.error = Some(format!("bind on node {node}: {status}"));
-            engine.unreserve(&node);
+            // An Unreserve error is only logged, as kube-scheduler does: the cycle failed already.
+            let _logged = engine.unreserve(&outcome.pod, &node);
         }
     }
 }
@@ -376,14 +351,14 @@ fn scheduling_cycle(
     };
     if let Err(status) = engine.reserve(&node) {
         outcome.error = Some(format!("reserve on node {node}: {status}"));
-        engine.unreserve(&node);
+        let _logged = engine.unreserve(pod, &node);
         return (outcome, None);
     }
     if binding == Binding::Async
         && let Err(status) = engine.permit(&node)
     {
         outcome.error = Some(format!("permit on node {node}: {status}"));
-        engine.unreserve(&node);
+        let _logged = engine.unreserve(pod, &node);
         return (outcome, None);
     }
     (outcome, Some(node))
@@ -394,18 +369,12 @@ fn scheduling_cycle(
 /// ends the cycle without it). An error status is the pod's error, a deallocated claim is
 /// recorded.
 fn postfilter(engine: &mut dyn Scheduler, nodes: &[String], outcome: &mut PodOutcome) {
-    let rejected = |c| {
-        matches!(
-            c,
-            sharing_affinity_core::Code::Unschedulable
-                | sharing_affinity_core::Code::UnschedulableAndUnresolvable
-        )
-    };
+    let rejected = |c| matches!(c, Code::Unschedulable | Code::UnschedulableAndUnresolvable);
     if outcome.nodes.is_empty() || !outcome.nodes.iter().all(|n| rejected(n.status.code)) {
         return;
     }
-    let (status, deallocated) = engine.postfilter(nodes);
-    if status.code == sharing_affinity_core::Code::Error {
+    let (status, deallocated) = engine.postfilter(&outcome.pod, nodes);
+    if status.code == Code::Error {
         outcome.error = Some(format!("postfilter: {status}"));
     }
     outcome.deallocated = deallocated;
@@ -439,10 +408,8 @@ mod tests {
                 Status::unschedulable("no")
             }
         }
-        fn prescore(&mut self, _nodes: &[String]) -> Status {
-            Status::success()
-        }
-        fn postfilter(&mut self, _nodes: &[String]) -> (Status, Option<String>) {
+        fn set_time(&mut self, _unix_seconds: i64) {}
+        fn postfilter(&mut self, _pod: &str, _nodes: &[String]) -> (Status, Option<String>) {
             self.calls.push("postfilter".into());
             (Status::unschedulable("still not schedulable"), None)
         }
@@ -458,22 +425,17 @@ mod tests {
             self.calls.push(format!("reserve {node}"));
             Ok(Vec::new())
         }
-        fn unreserve(&mut self, node: &str) {
+        fn unreserve(&mut self, _pod: &str, node: &str) -> Result<(), Status> {
             self.calls.push(format!("unreserve {node}"));
+            Ok(())
         }
-        fn bind(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        fn bind(&mut self, _pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
             self.calls.push(format!("bind {node}"));
             if self.bind_fails {
                 Err(Status::error("api down"))
             } else {
                 Ok(Vec::new())
             }
-        }
-        fn permit(&mut self, _node: &str) -> Result<(), Status> {
-            Ok(())
-        }
-        fn binding_cycle(&mut self, _pod: &str, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-            Err(Status::error("sync only"))
         }
     }
 

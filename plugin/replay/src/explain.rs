@@ -5,7 +5,7 @@
 //!
 //! Every fact comes from `sharing-affinity-core`: decisions and Filter reasons from the plugin
 //! run by [`crate::cycle`], lock states from
-//! [`Plugin::lock_state`](sharing_affinity_core::plugin::Plugin::lock_state), the grid's outcomes from the
+//! [`Plugin::lock_state`], the grid's outcomes from the
 //! core's auditor ([`audit::audit_with`]: selectors, capacity, dedicated use, counters, locks,
 //! gating) and its taint rules ([`taints`]). The grid is a probe: each of the pod's pending
 //! requests is given every device of the cluster at once, on a copy of the cluster as it stood
@@ -26,13 +26,11 @@ use sharing_affinity_core::model::{
     DeviceToleration, Node, Pod, ResourceClaim, ResourceSlice,
 };
 use sharing_affinity_core::object::{Object, object_key};
-use sharing_affinity_core::plugin::ClaimAllocation;
 use sharing_affinity_core::taints::{self, TaintRule};
-use sharing_affinity_core::{Code, node_selector};
+use sharing_affinity_core::{ClaimAllocation, Code, Plugin, node_selector};
 
-use crate::cluster::Cluster;
+use crate::cluster::{self, Cluster};
 use crate::cycle::{self, Binding, PodOutcome};
-use crate::native::NativePlugin;
 
 /// The explainer's document for a cluster (serialised as the page reads it).
 #[derive(Clone, Debug, Serialize)]
@@ -217,12 +215,12 @@ impl Outcome {
 }
 
 /// A plugin loaded with a cluster, its clock set: what [`explain`] and [`grid`] start from.
-fn loaded(cluster: &Cluster, config: &str) -> Result<(NativePlugin, Vec<String>), String> {
-    let mut plugin = NativePlugin::new(config).map_err(|e| format!("invalid plugin configuration: {e}"))?;
+fn loaded(cluster: &Cluster, config: &str) -> Result<(Plugin, Vec<String>), String> {
+    let mut plugin = Plugin::new(config).map_err(|e| format!("invalid plugin configuration: {e}"))?;
     let mut rejected = cluster.invalid.clone();
-    rejected.extend(plugin.load(&cluster.objects));
-    plugin.load_refused(&cluster.refused);
-    plugin.set_clock(cluster.now);
+    rejected.extend(cluster::add_objects(&mut plugin, &cluster.objects));
+    cluster::add_refused(&mut plugin, &cluster.refused);
+    plugin.set_time(cluster.now);
     Ok((plugin, rejected))
 }
 
@@ -455,7 +453,7 @@ fn holders(objects: &[Object]) -> HashMap<String, Vec<String>> {
 
 /// The lock of every device that allows multiple allocations, by `driver/pool/device`, with its
 /// node: the plugin's lock state, the claims of `objects` holding it.
-fn lock_states(plugin: &mut NativePlugin, objects: &[Object]) -> BTreeMap<String, (Option<String>, Lock)> {
+fn lock_states(plugin: &mut Plugin, objects: &[Object]) -> BTreeMap<String, (Option<String>, Lock)> {
     let holding = holders(objects);
     let mut nodes: HashMap<String, Option<String>> = HashMap::new();
     for slice in current_slices(objects) {
@@ -791,13 +789,13 @@ fn column(p: &Probed<'_>) -> String {
 }
 
 /// The plugin's lock state of every shareable device of `objects`.
-fn lock_states_raw(plugin: &mut NativePlugin, objects: &[Object]) -> BTreeMap<String, LockState> {
+fn lock_states_raw(plugin: &mut Plugin, objects: &[Object]) -> BTreeMap<String, LockState> {
     let mut out = BTreeMap::new();
     for slice in current_slices(objects) {
         for device in &slice.spec.devices {
             if device.allow_multiple_allocations == Some(true) {
                 let key = DeviceKey::new(&slice.spec.driver, &slice.spec.pool.name, &device.name);
-                out.insert(device_id(slice, device), plugin.plugin_mut().lock_state(&key));
+                out.insert(device_id(slice, device), plugin.lock_state(&key));
             }
         }
     }

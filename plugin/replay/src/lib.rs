@@ -6,9 +6,9 @@
 //!
 //! - [`cluster`]: a recorded cluster (the README's `kubectl get ... -o json`), parsed, with the
 //!   pending pods in scheduling order and positions in the input.
-//! - [`cycle`]: the scheduling loop over any [`cycle::Scheduler`] (the core natively, or a wasm
-//!   guest in the host).
-//! - [`native`]: [`native::NativePlugin`], the core as a [`cycle::Scheduler`].
+//! - [`cycle`]: the scheduling loop over any
+//!   [`Scheduler`](sharing_affinity_core::contract::Scheduler), the core's plugin contract: the
+//!   core's `Plugin` itself, or a wasm guest in the host.
 //! - [`explain`]: the explainer's data: decisions, Filter reasons per node, the lock state of
 //!   every shareable device and a node × device grid per pod.
 //!
@@ -18,4 +18,3 @@
 pub mod cluster;
 pub mod cycle;
 pub mod explain;
-pub mod native;

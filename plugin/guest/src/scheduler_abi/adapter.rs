@@ -17,40 +17,29 @@
 //! answers `Error` naming the pod.
 
 use prost::Message;
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::json;
 use sharing_affinity_core::model::AllocationResult;
 use sharing_affinity_core::object::{Kind, json_string, object_key};
-use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, Plugin, PostFilter};
+use sharing_affinity_core::{ClaimAllocation, EventKind, Plugin, PostFilter};
 use sharing_affinity_core::{Code, FxHashMap, Status};
+use sharing_affinity_kswe_proto as proto;
 
+use super::feed;
 use super::imports;
 use super::mem::ReadBuf;
-use super::{feed, proto};
 
-/// The core calls the adapter makes (implemented by [`Plugin`]).
-pub trait Backend: Sized {
+/// The core as the adapter uses it (implemented by [`Plugin`]): the plugin contract's
+/// scheduling-cycle calls ([`Scheduler`]), plus what the KSWE protocol needs around them.
+pub trait Backend: Scheduler + Sized {
     /// A fresh plugin with the given configuration.
     fn create(config: &str) -> Result<Self, String>;
     /// Applies one object change (Kubernetes JSON).
     fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), String>;
-    /// PreFilter for `namespace/name`.
-    fn prefilter(&mut self, pod: &str) -> Status;
-    /// Filter for one node.
-    fn filter(&mut self, node: &str) -> Status;
-    /// PreScore with the feasible nodes.
-    fn prescore(&mut self, nodes: &[String]) -> Status;
-    /// Score for one node.
-    fn score(&mut self, node: &str) -> Result<u32, Status>;
-    /// PostFilter for `namespace/name` after no node fitted.
-    fn postfilter(&mut self, pod: &str) -> PostFilter;
-    /// The current time (Unix seconds), before PreFilter and Bind.
-    fn set_time(&mut self, unix_seconds: i64);
-    /// Reserve on the chosen node.
-    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
-    /// Unreserve the reservation of `pod` (`namespace/name`) on `node`.
-    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status>;
-    /// Bind (PreBind) the reservation of `pod` on `node`.
-    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// PostFilter for `namespace/name` after no node fitted, with the claim to deallocate and the
+    /// `metadata.resourceVersion` the host checks before it does ([`Scheduler::postfilter`] names
+    /// the claim only).
+    fn postfilter_answer(&mut self, pod: &str) -> PostFilter;
     /// Whether the informer state has `claim` with another `status.allocation` than `allocation`
     /// (or none); false when the claim is unknown.
     fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool;
@@ -67,32 +56,8 @@ impl Backend for Plugin {
     fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), String> {
         Plugin::apply(self, kind, object_json).map_err(|e| e.to_string())
     }
-    fn prefilter(&mut self, pod: &str) -> Status {
-        Plugin::prefilter(self, pod)
-    }
-    fn filter(&mut self, node: &str) -> Status {
-        Plugin::filter(self, node)
-    }
-    fn prescore(&mut self, nodes: &[String]) -> Status {
-        Plugin::prescore(self, nodes)
-    }
-    fn score(&mut self, node: &str) -> Result<u32, Status> {
-        Plugin::score(self, node)
-    }
-    fn postfilter(&mut self, pod: &str) -> PostFilter {
+    fn postfilter_answer(&mut self, pod: &str) -> PostFilter {
         Plugin::postfilter(self, pod)
-    }
-    fn set_time(&mut self, unix_seconds: i64) {
-        Plugin::set_time(self, unix_seconds)
-    }
-    fn reserve(&mut self, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        Plugin::reserve(self, node)
-    }
-    fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status> {
-        Plugin::unreserve(self, pod, node)
-    }
-    fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        Plugin::bind(self, pod, node)
     }
     fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool {
         Plugin::claim(self, claim).is_some_and(|c| c.status.allocation.as_ref() != Some(allocation))
@@ -495,7 +460,7 @@ impl<B: Backend> GuestState<B> {
             Ok(p) => p,
             Err(e) => return Reply::error(e),
         };
-        let answer = self.backend.postfilter(&pod.key);
+        let answer = self.backend.postfilter_answer(&pod.key);
         if let Some((claim, resource_version)) = &answer.deallocate {
             let code = imports::dra_deallocation(claim, resource_version);
             if code != 0 {

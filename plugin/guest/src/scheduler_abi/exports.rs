@@ -1,6 +1,7 @@
-//! The bodies of the KSWE exports: each takes the guest state, calls the adapter, sends the
-//! reason and packs the result (`kswe-abi.md` §2.1). The exported symbols themselves are the
-//! `#[unsafe(no_mangle)]` shims in `imports.rs`.
+//! The KSWE exports (`kswe-abi.md` §2.1): each exported function takes the guest state, calls the
+//! adapter, sends the reason and packs the result. On `wasm32` they are the module's exported
+//! symbols (`#[unsafe(no_mangle)]`, the only `unsafe` outside `imports.rs`: an attribute, no unsafe
+//! code); natively they are plain functions the tests call.
 //!
 //! The state is created in `_start` (reading `get_config`); a configuration the core rejects is
 //! logged through klog and traps, so the scheduler fails to create the plugin, as upstream does for
@@ -14,7 +15,7 @@
 
 use std::cell::RefCell;
 
-use sharing_affinity_core::plugin::Plugin;
+use sharing_affinity_core::Plugin;
 
 use super::adapter::{Backend, GuestState, Reply, log_error};
 use super::imports;
@@ -65,7 +66,9 @@ pub fn pack(hi: i32, lo: i32) -> i64 {
 }
 
 /// `_start`: creates the state; traps on a bad configuration after logging why.
-pub fn start() {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn _start() {
     STATE.with(|cell| match GuestState::start() {
         Ok(state) => *cell.borrow_mut() = Some(state),
         Err(e) => {
@@ -76,22 +79,30 @@ pub fn start() {
 }
 
 /// `prefilter() -> i32`.
-pub fn prefilter() -> i32 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn prefilter() -> i32 {
     answer(with_state(GuestState::prefilter))
 }
 
 /// `filter() -> i32`.
-pub fn filter() -> i32 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn filter() -> i32 {
     answer(with_state(GuestState::filter))
 }
 
 /// `prescore() -> i32`: the feasible nodes Score normalises over.
-pub fn prescore() -> i32 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn prescore() -> i32 {
     answer(with_state(GuestState::prescore))
 }
 
 /// `score() -> i64`: high word the score, low word the code.
-pub fn score() -> i64 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn score() -> i64 {
     let mut score = 0;
     let code = answer(with_state(|s| {
         let (value, reply) = s.score();
@@ -103,17 +114,23 @@ pub fn score() -> i64 {
 
 /// `postfilter() -> i64`: high word the nominating mode (always Noop: the plugin nominates no
 /// node), low word the code.
-pub fn postfilter() -> i64 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn postfilter() -> i64 {
     pack(NOMINATE_NOOP, answer(with_state(GuestState::postfilter)))
 }
 
 /// `reserve() -> i32`.
-pub fn reserve() -> i32 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn reserve() -> i32 {
     answer(with_state(GuestState::reserve))
 }
 
 /// `unreserve()`.
-pub fn unreserve() {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn unreserve() {
     with_state(|s| {
         s.unreserve();
         Reply {
@@ -124,23 +141,31 @@ pub fn unreserve() {
 }
 
 /// `permit() -> i64`: high word the code, low word the timeout in milliseconds (0: no wait).
-pub fn permit() -> i64 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn permit() -> i64 {
     pack(answer(with_state(GuestState::permit)), 0)
 }
 
 /// `prebind() -> i32`.
-pub fn prebind() -> i32 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn prebind() -> i32 {
     answer(with_state(GuestState::prebind))
 }
 
 /// `bind() -> i32`: Skip. The guest exports `bind` only because upstream's `maskInterfaces`
 /// gives the plugin PreBind only together with Bind; binding itself stays with the default binder.
-pub fn bind() -> i32 {
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn bind() -> i32 {
     SKIP
 }
 
 /// `postbind()`: nothing to do. Exported so that upstream frees the binding instance.
-pub fn postbind() {}
+// SAFETY: the KSWE ABI's export name; nothing else in the module defines this symbol.
+#[cfg_attr(target_arch = "wasm32", unsafe(no_mangle))]
+pub extern "C" fn postbind() {}
 
 #[cfg(test)]
 mod tests {

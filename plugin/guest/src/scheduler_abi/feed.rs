@@ -1,9 +1,9 @@
 //! The `sharing-affinity.dra/v1` change feed document (`docs/kswe-dra-extension.md`):
 //! `{"cursor":"...","resync":bool,"events":[{"type":"ADDED|MODIFIED|DELETED","object":{...}}]}`.
 
+use sharing_affinity_core::EventKind;
 use sharing_affinity_core::json;
 use sharing_affinity_core::object;
-use sharing_affinity_core::plugin::EventKind;
 
 /// One object change, borrowed from the page it came in.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -1,14 +1,12 @@
-//! Every `unsafe` of the KSWE core module, in one file: each host import block is followed by its
-//! safe wrapper, and the exported symbols (`#[unsafe(no_mangle)]`) are one-line shims over
-//! `exports.rs`. Compiled for `wasm32` only; `imports_stub.rs` provides the same wrappers natively.
+//! The host functions the KSWE core module imports, each behind a safe wrapper: every `unsafe`
+//! block of the module is here. Compiled for `wasm32` only; `imports_stub.rs` provides the same
+//! wrappers natively. Nothing here calls back into the guest's other modules.
 //!
 //! Safety contract of the host (`kswe-abi.md` §1.1, `docs/kswe-dra-extension.md`): a getter
 //! writes at most `buf_limit` bytes at `buf` and only when the value fits, and returns the value's
 //! length; a setter or write only reads `len` bytes at `ptr`; no import keeps a pointer after it
 //! returns. The wrappers pass pointers and lengths of live Rust slices, so every access the host
 //! makes is inside memory the wrapper exclusively borrows for the call.
-
-use super::exports;
 
 /// A guest address as the 32-bit offset the ABI uses.
 fn addr(ptr: *const u8) -> u32 {
@@ -165,92 +163,4 @@ pub fn dra_pending_allocation(claim: &str, json: &str) -> i32 {
             json.len() as u32,
         )
     }
-}
-
-// --- exports ----------------------------------------------------------------------------------
-// `no_mangle` is an unsafe attribute: a symbol name could clash. These names are the KSWE ABI's and
-// nothing else in the module defines them.
-
-/// `_start`: reads the configuration and creates the plugin.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn _start() {
-    exports::start()
-}
-
-/// `prefilter() -> i32`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn prefilter() -> i32 {
-    exports::prefilter()
-}
-
-/// `filter() -> i32`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn filter() -> i32 {
-    exports::filter()
-}
-
-/// `prescore() -> i32`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn prescore() -> i32 {
-    exports::prescore()
-}
-
-/// `score() -> i64` (score in the high word, code in the low word).
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn score() -> i64 {
-    exports::score()
-}
-
-/// `postfilter() -> i64` (nominating mode in the high word, code in the low word).
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn postfilter() -> i64 {
-    exports::postfilter()
-}
-
-/// `reserve() -> i32`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn reserve() -> i32 {
-    exports::reserve()
-}
-
-/// `unreserve()`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn unreserve() {
-    exports::unreserve()
-}
-
-/// `permit() -> i64` (code in the high word, timeout in the low word).
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn permit() -> i64 {
-    exports::permit()
-}
-
-/// `prebind() -> i32`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn prebind() -> i32 {
-    exports::prebind()
-}
-
-/// `bind() -> i32`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn bind() -> i32 {
-    exports::bind()
-}
-
-/// `postbind()`.
-// SAFETY: unique exported symbol name.
-#[unsafe(no_mangle)]
-pub extern "C" fn postbind() {
-    exports::postbind()
 }

@@ -19,21 +19,24 @@
 //! the scheduling cycle; without it the handover happens at PreBind, in kube-scheduler's binding
 //! goroutine, after the next pod's PreFilter may already have used the instance.
 //!
-//! Layout: [`imports`] holds every `unsafe` (imports with safe wrappers, and the exported symbols),
-//! with a native stand-in under `cfg(not(target_arch = "wasm32"))`; [`mem`] the read buffer and
-//! retry protocol; [`proto`] the protobuf messages (shared with the host); [`feed`] the change
-//! feed document; [`adapter`] the decode → core → encode logic; [`exports`] the export bodies.
+//! Layout, with every arrow one way (exports → adapter → feed, mem, imports): [`imports`]
+//! declares the host's functions and wraps each in a safe function (every `unsafe` block is there;
+//! natively, `imports_stub` stands in with the same wrappers over a fake host); [`mem`] the read
+//! buffer and retry protocol; [`feed`] the change feed document; [`adapter`] the decode → core →
+//! encode logic (the protobuf messages are the `sharing-affinity-kswe-proto` crate, shared with the
+//! host); [`exports`] the exported functions, which call the adapter.
+
+#[cfg(target_arch = "wasm32")]
+pub mod imports;
+#[cfg(not(target_arch = "wasm32"))]
+pub mod imports_stub;
+#[cfg(not(target_arch = "wasm32"))]
+pub use imports_stub as imports;
 
 pub mod adapter;
 pub mod exports;
 pub mod feed;
-#[cfg(target_arch = "wasm32")]
-pub mod imports;
-#[cfg(not(target_arch = "wasm32"))]
-#[path = "imports_stub.rs"]
-pub mod imports;
 pub mod mem;
-pub mod proto;
 
 #[cfg(test)]
 mod tests;

@@ -1,9 +1,11 @@
 //! The adapter's protocol handling against the native fake host and a fake core.
 
 use prost::Message;
+use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::model::{AllocationResult, Pod};
-use sharing_affinity_core::plugin::{ClaimAllocation, EventKind, PostFilter};
+use sharing_affinity_core::{ClaimAllocation, EventKind, PostFilter};
 use sharing_affinity_core::{Code, Status};
+use sharing_affinity_kswe_proto as proto;
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -11,7 +13,6 @@ use std::collections::BTreeMap;
 use super::adapter::{Backend, GuestState, Reply};
 use super::exports::with_slot;
 use super::imports::{FakeHost, with_host};
-use super::proto;
 
 /// Records what the adapter asked of the core.
 #[derive(Default)]
@@ -35,30 +36,7 @@ fn allocation(device: &str) -> AllocationResult {
     .unwrap()
 }
 
-impl Backend for Fake {
-    fn create(config: &str) -> Result<Self, String> {
-        if config == "bad" {
-            return Err("field sharingAffinity: invalid".into());
-        }
-        let generation = GENERATION.with(|g| {
-            g.set(g.get() + 1);
-            g.get()
-        });
-        Ok(Fake {
-            generation,
-            ..Fake::default()
-        })
-    }
-    fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), String> {
-        let v: serde_json::Value = serde_json::from_str(object_json).map_err(|e| e.to_string())?;
-        let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
-        if name == "broken" {
-            return Err("spec.devices[0]: bad".into());
-        }
-        self.calls
-            .push(format!("{kind:?} {} {name}", v["kind"].as_str().unwrap_or("")));
-        Ok(())
-    }
+impl Scheduler for Fake {
     fn prefilter(&mut self, pod: &str) -> Status {
         self.calls.push(format!("prefilter {pod}"));
         Status::success()
@@ -85,12 +63,9 @@ impl Backend for Fake {
     fn set_time(&mut self, unix_seconds: i64) {
         self.times.push(unix_seconds);
     }
-    fn postfilter(&mut self, pod: &str) -> PostFilter {
-        self.calls.push(format!("postfilter {pod}"));
-        PostFilter {
-            status: Status::unschedulable("deallocation of ResourceClaim completed"),
-            deallocate: Some(("ns/c".into(), "7".into())),
-        }
+    fn postfilter(&mut self, pod: &str, _nodes: &[String]) -> (Status, Option<String>) {
+        let answer = self.postfilter_answer(pod);
+        (answer.status, answer.deallocate.map(|(claim, _)| claim))
     }
     fn reserve(&mut self, _node: &str) -> Result<Vec<ClaimAllocation>, Status> {
         Ok(vec![ClaimAllocation {
@@ -108,6 +83,39 @@ impl Backend for Fake {
             claim: "ns/c".into(),
             allocation: allocation("x"),
         }])
+    }
+}
+
+impl Backend for Fake {
+    fn create(config: &str) -> Result<Self, String> {
+        if config == "bad" {
+            return Err("field sharingAffinity: invalid".into());
+        }
+        let generation = GENERATION.with(|g| {
+            g.set(g.get() + 1);
+            g.get()
+        });
+        Ok(Fake {
+            generation,
+            ..Fake::default()
+        })
+    }
+    fn apply(&mut self, kind: EventKind, object_json: &str) -> Result<(), String> {
+        let v: serde_json::Value = serde_json::from_str(object_json).map_err(|e| e.to_string())?;
+        let name = v["metadata"]["name"].as_str().unwrap_or("").to_string();
+        if name == "broken" {
+            return Err("spec.devices[0]: bad".into());
+        }
+        self.calls
+            .push(format!("{kind:?} {} {name}", v["kind"].as_str().unwrap_or("")));
+        Ok(())
+    }
+    fn postfilter_answer(&mut self, pod: &str) -> PostFilter {
+        self.calls.push(format!("postfilter {pod}"));
+        PostFilter {
+            status: Status::unschedulable("deallocation of ResourceClaim completed"),
+            deallocate: Some(("ns/c".into(), "7".into())),
+        }
     }
     fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool {
         STORED.with(|s| {

@@ -1,10 +1,12 @@
+//! # sharing-affinity-kswe-proto
+//!
 //! Protobuf messages of the KSWE ABI: the subset of `k8s.io.api.core.v1` Pod, Node and NodeList
 //! (Kubernetes v1.33, proto2) that the sharing-affinity model carries, plus conversions from and to
 //! the serde model in `sharing_affinity_core::model`.
 //!
-//! This file is shared: the guest compiles it as `scheduler_abi::proto`, and the wasmtime host
-//! (`host/src/kswe/mod.rs`) includes the same file with `#[path]`, so both sides agree on field
-//! numbers by construction. Field numbers were checked against `core/v1/generated.proto` and
+//! One crate for both sides of the ABI: the guest (`plugin/guest`, `scheduler_abi`) decodes these
+//! messages and the wasmtime host (`host/src/kswe`) encodes them, so both agree on field numbers
+//! by construction. Field numbers were checked against `core/v1/generated.proto` and
 //! `apimachinery/pkg/apis/meta/v1/generated.proto` at `v0.33.4`; the KEP-5004 fields that v1.33
 //! lacks (`PodStatus.extendedResourceClaimStatus` = 18 and its messages) against `k8s.io/api`
 //! master (the 1.34+ `generated.proto`), where the numbers are final.
@@ -15,6 +17,7 @@
 //! statuses and KEP-5004 `extendedResourceClaimStatus`, and nodes their status
 //! (capacity, allocatable, images); other fields outside the model are not written, and a guest
 //! decoding these bytes sees them as unset, exactly as proto2 readers skip unknown fields.
+#![forbid(unsafe_code)]
 
 use std::fmt;
 
