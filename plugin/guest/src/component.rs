@@ -276,9 +276,7 @@ fn status(s: CoreStatus) -> Status {
     }
 }
 
-fn allocations(
-    r: Result<Vec<CoreClaimAllocation>, CoreStatus>,
-) -> Result<Vec<ClaimAllocation>, Status> {
+fn allocations(r: Result<Vec<CoreClaimAllocation>, CoreStatus>) -> Result<Vec<ClaimAllocation>, Status> {
     match r {
         Ok(list) => list.into_iter().map(claim_allocation).collect(),
         Err(s) => Err(status(s)),
