@@ -9,7 +9,7 @@ use super::{
     ClaimAllocation, Cycle, CycleClaim, NodeMemo, NodeResult, Plugin, PostFilter, Reservation, Scoring,
 };
 use crate::affinity::{self, ExtId, Extractors, Outcome};
-use crate::allocator::{self, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult};
+use crate::allocator::{self, AllocError, AllocOutcome, ClaimAffinity, ClaimInput, ClaimResult};
 use crate::cel::CelCache;
 use crate::counters::CounterState;
 use crate::index::{DevIdx, Index};
@@ -567,8 +567,8 @@ impl Plugin {
             };
         }
         let locks = self.lock_table(d, candidates);
-        let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
-        let outcome = allocator::allocate(&input);
+        let on = self.node_input(d, &locks, node, (pools, candidates));
+        let outcome = self.allocator((cycle, d), &inputs).allocate(&on);
         // The claims borrow `variants`, which the result keeps.
         drop(inputs);
         match outcome {
@@ -594,36 +594,45 @@ impl Plugin {
                 }
                 fail(Status::unschedulable(reason))
             }
-            Ok(AllocOutcome::TimedOut) => fail(Status::unresolvable("timed out trying to allocate devices")),
-            Err(e) if e.starts_with("invalid resource pool") => fail(Status::unschedulable(e)),
+            Err(e @ AllocError::TimedOut) => fail(Status::unresolvable(e)),
+            Err(e @ AllocError::InvalidPool { .. }) => fail(Status::unschedulable(e)),
             Err(e) => fail(Status::error(e)),
         }
     }
 
-    /// The allocator's input for one node of the current cycle (Filter, and Reserve building
-    /// the chosen node's results).
-    fn allocator_input<'a>(
+    /// The allocator of the current cycle for `claims` (Filter, and Reserve building the chosen
+    /// node's results).
+    fn allocator<'a>(
         &'a self,
         (cycle, d): (&'a Cycle, &'a super::Derived),
-        locks: &'a crate::affinity::LockTable,
-        node: &'a crate::model::Node,
-        (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
         claims: &'a [ClaimInput<'a>],
-    ) -> allocator::Input<'a> {
-        allocator::Input {
+    ) -> allocator::Allocator<'a> {
+        allocator::Allocator {
             index: &d.index,
             extractors: &d.extractors,
             cel: &self.cel,
             classes: &self.classes,
-            uses: &d.uses,
-            locks,
-            node,
-            pools,
-            candidates,
             claims,
             consolidate: self.config.consolidate,
             selector_cache: &d.selector_cache,
             cycle_cache: &cycle.cache,
+        }
+    }
+
+    /// What the allocator reads of one node.
+    fn node_input<'a>(
+        &'a self,
+        d: &'a super::Derived,
+        locks: &'a crate::affinity::LockTable,
+        node: &'a crate::model::Node,
+        (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
+    ) -> allocator::NodeInput<'a> {
+        allocator::NodeInput {
+            node,
+            pools,
+            candidates,
+            uses: &d.uses,
+            locks,
         }
     }
 
@@ -666,8 +675,11 @@ impl Plugin {
         let inputs = cycle.claim_inputs(&r.variants, &trimmed);
         let positions = cycle.positions(&r.variants);
         let locks = self.lock_table(d, candidates);
-        let input = self.allocator_input((cycle, d), &locks, node, (pools, candidates), &inputs);
-        let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
+        let on = self.node_input(d, &locks, node, (pools, candidates));
+        let results = self
+            .allocator((cycle, d), &inputs)
+            .materialize(&on, allocation)
+            .map_err(Status::error)?;
         for (cr, n) in results.into_iter().zip(positions) {
             out[n] = cr;
         }
