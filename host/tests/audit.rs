@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use sharing_affinity_core::affinity::Config;
+use sharing_affinity_core::config::Config;
 use sharing_affinity_core::audit::{Rule, audit};
 use sharing_affinity_host::audit::Trail;
 use sharing_affinity_host::native::NativeEngine;

@@ -30,35 +30,35 @@ pub struct WantedMemo(OnceLock<(u32, Wanted)>);
 #[derive(Debug, Default)]
 pub struct WantedCache(RefCell<FxHashMap<(u32, u32, u32, u32), Wanted>>);
 
-/// What the gate reads of one request (or subrequest) of a claim.
-pub struct RequestAffinity<'x> {
+/// The affinity outcomes of the claims of one allocation call, computed at PreFilter: per
+/// claim, per request, per subrequest (or one entry), per extractor group
+/// ([`Extractors::group`]). Read only when a request meets an extractor set for the first time.
+pub trait ClaimOutcomes {
+    /// The outcomes of request `request` (subrequest `sub`, 0 for an `exactly` request) of claim
+    /// `claim`; empty when there are none.
+    fn outcomes(&self, claim: usize, request: usize, sub: usize) -> &[Option<Outcome>];
+}
+
+/// What the gate reads of one request (or subrequest) of a claim: kept with the prepared
+/// request, shared by the calls of a cycle.
+#[derive(Debug, Default)]
+pub struct RequestAffinity {
     /// Admin access: affinity does not apply.
     pub admin: bool,
-    /// The claim's affinity outcomes computed at PreFilter: per request, per subrequest (or one
-    /// entry), per extractor group ([`Extractors::group`]).
-    pub claim: &'x [Vec<Vec<Option<Outcome>>>],
+    /// The claim's position ([`ClaimOutcomes`]).
+    pub claim: usize,
     /// The request's position in the claim.
     pub request: usize,
     /// The subrequest's position in the request (0 for an `exactly` request).
     pub sub: usize,
-    /// The request's memo.
-    pub memo: &'x WantedMemo,
     /// (claim slot, request, subrequest) in the cycle's [`WantedCache`]; `None`: not cached.
     pub key: Option<(u32, u32, u32)>,
+    /// What the request wants on the first applicable extractor set it meets.
+    pub memo: WantedMemo,
 }
 
-impl<'x> RequestAffinity<'x> {
-    /// The request's outcomes per extractor group.
-    fn outcomes(&self) -> &'x [Option<Outcome>] {
-        self.claim
-            .get(self.request)
-            .and_then(|v| v.get(self.sub))
-            .map_or(&[], Vec::as_slice)
-    }
-}
-
-/// What the constraint reads of the cycle and the node: the extractors, the persistent locks and
-/// the cycle's cache of wanted values.
+/// What the constraint reads of the cycle and the node: the extractors, the persistent locks,
+/// the claims' outcomes and the cycle's cache of wanted values. Built once per allocation call.
 #[derive(Clone, Copy)]
 pub struct Gate<'x> {
     /// Slices, indexed.
@@ -71,6 +71,8 @@ pub struct Gate<'x> {
     pub locks: &'x LockTable,
     /// What requests want, per cycle.
     pub cache: &'x WantedCache,
+    /// The claims' outcomes.
+    pub claims: &'x dyn ClaimOutcomes,
 }
 
 impl<'x> Gate<'x> {
@@ -79,7 +81,7 @@ impl<'x> Gate<'x> {
     /// on the request and the device's applicable extractor set, so it is cached across devices
     /// and nodes: for the first set the request meets in the request itself ([`WantedMemo`]), for
     /// other sets per cycle ([`WantedCache`]).
-    pub fn wanted(&self, req: &RequestAffinity<'_>, d: DevIdx) -> Wanted {
+    pub fn wanted(&self, req: &RequestAffinity, d: DevIdx) -> Wanted {
         // Admin access bypasses sharing affinity: no gating, no lock check, and no lock is set,
         // joined or held (its results do not count as holders either).
         if req.admin {
@@ -124,12 +126,13 @@ impl<'x> Gate<'x> {
     }
 
     /// [`Gate::wanted`] for a non-empty applicable extractor set, uncached.
-    fn wanted_for(&self, req: &RequestAffinity<'_>, ids: &[ExtId]) -> Wanted {
+    fn wanted_for(&self, req: &RequestAffinity, ids: &[ExtId]) -> Wanted {
         let missing = Outcome::Missing(String::new());
         let outcomes: Vec<&Outcome> = ids
             .iter()
             .map(|&id| {
-                req.outcomes()
+                self.claims
+                    .outcomes(req.claim, req.request, req.sub)
                     .get(self.extractors.group[id])
                     .and_then(Option::as_ref)
                     .unwrap_or(&missing)
@@ -149,13 +152,14 @@ impl<'x> Gate<'x> {
 
     /// The device's persistent lock. The gate has one for every candidate; a device without
     /// one counts as unreconstructable (never shared).
+    #[inline]
     pub fn lock(&self, d: DevIdx) -> &'x LockState {
         self.locks.get_or_unreconstructable(d)
     }
 
     /// Whether affinity admits the request on the device before the call's tentative locks
     /// (`All` mode fixes its device set with this).
-    pub fn persistently_viable(&self, req: &RequestAffinity<'_>, d: DevIdx) -> bool {
+    pub fn persistently_viable(&self, req: &RequestAffinity, d: DevIdx) -> bool {
         match self.wanted(req, d) {
             Ok(None) => true,
             Ok(Some(w)) => admits(self.extractors, self.lock(d), &w).is_ok(),
@@ -165,12 +169,14 @@ impl<'x> Gate<'x> {
 
     /// Whether the device's persistent lock holds exactly the values the request wants there
     /// (the device can be joined).
-    pub fn joins(&self, req: &RequestAffinity<'_>, d: DevIdx, lock: &Arc<Values>) -> bool {
+    #[inline]
+    pub fn joins(&self, req: &RequestAffinity, d: DevIdx, lock: &Arc<Values>) -> bool {
         matches!(self.wanted(req, d), Ok(Some(w)) if self.extractors.same(&w, lock))
     }
 }
 
 /// [`LockState::admits`], comparing interned values by pointer ([`Extractors::same`]).
+#[inline]
 pub fn admits(extractors: &Extractors, lock: &LockState, wanted: &Arc<Values>) -> Result<(), Rejection> {
     match lock {
         LockState::Locked(l) if !extractors.same(l, wanted) => Err(Rejection::Locked {
@@ -192,11 +198,13 @@ pub struct AffinityConstraint {
 }
 
 impl AffinityConstraint {
+    #[inline]
     fn position(&self, d: DevIdx) -> Option<usize> {
         self.locks.iter().position(|(k, _, _)| *k == d)
     }
 
     /// The call's tentative lock of device `d`, if any.
+    #[inline]
     pub fn tentative(&self, d: DevIdx) -> Option<&Arc<Values>> {
         self.position(d).map(|i| &self.locks[i].1)
     }
@@ -204,6 +212,7 @@ impl AffinityConstraint {
     /// Whether a request wanting `wanted` may use device `d`, whose persistent lock is
     /// `persistent`: the call's tentative lock counts first. `Ok(true)` when the device is
     /// already locked to the values (the request joins a lock), `Ok(false)` when it is clean.
+    #[inline]
     pub fn admits(
         &self,
         extractors: &Extractors,
@@ -225,6 +234,7 @@ impl AffinityConstraint {
 
     /// Takes a hold on device `d` for a result wanting `wanted` (checked by
     /// [`AffinityConstraint::admits`]): the first hold locks the device to the values.
+    #[inline]
     pub fn admit(&mut self, d: DevIdx, wanted: &Arc<Values>) {
         match self.position(d) {
             Some(i) => self.locks[i].2 += 1,
@@ -233,6 +243,7 @@ impl AffinityConstraint {
     }
 
     /// Gives back a hold [`AffinityConstraint::admit`] took; the last one clears the lock.
+    #[inline]
     pub fn undo(&mut self, d: DevIdx) {
         if let Some(i) = self.position(d) {
             self.locks[i].2 -= 1;
@@ -243,6 +254,7 @@ impl AffinityConstraint {
     }
 
     /// Whether the call holds no tentative lock.
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.locks.is_empty()
     }

@@ -61,7 +61,7 @@ pub fn lock_from<'a>(holders: impl IntoIterator<Item = Option<&'a Values>>) -> L
 /// A slot holds the position of its state in `states`, where each distinct state is kept once:
 /// position 0 means "not computed" (and holds `Unreconstructable`, what the allocator assumes of a
 /// device without a state), then `Clean`, `Unreconstructable`, then every lock by its allocation
-/// (locks are interned, [`Extractors::intern`]; equal locks that are not still compare equal).
+/// (locks are interned, [`super::Extractors::intern`]; equal locks that are not still compare equal).
 /// Positions are never reused until [`LockTable::clear`]. [`LockTable::make_room`] starts the
 /// table again (every state is computed anew on use) when the states to be set next might take it
 /// past [`LockTable::MAX_STATES`]; [`LockTable::set`] itself never forgets another device's state,

@@ -5,7 +5,7 @@
 //!    claim's opaque config, or structured `sharingAffinity.attributeKeys`); the plugin
 //!    configuration ([`crate::config::Config`]) supplies them for API servers without the field.
 //!    For a request and a device, the extractors that apply to the device yield the affinity
-//!    values the request wants there ([`extract`], [`wanted`]).
+//!    values the request wants there ([`extract()`], [`wanted`]).
 //! 2. **Strict gating.** A shared device of an affinity pool is viable for a request only if every
 //!    applicable extractor is satisfied (every key has a value); a CEL error, a non-string result
 //!    or a misconfigured device makes it not viable ([`Rejection`]).
@@ -17,7 +17,7 @@
 //!
 //! Where each part lives:
 //! - `extract.rs`: extractors ([`Extractors`], [`Extractor`], [`SetOf`], [`StructuredKey`],
-//!   [`declared_keys`]), running them over a claim ([`extract`], [`claim_objects`], [`Outcome`]),
+//!   [`declared_keys`]), running them over a claim ([`extract()`], [`claim_objects`], [`Outcome`]),
 //!   the values a request wants ([`wanted`], [`Values`]) and why a device is refused
 //!   ([`Rejection`]).
 //! - `locks.rs`: a device's lock ([`LockState`], [`lock_from`]) and the per-index table of locks
@@ -32,7 +32,9 @@ mod extract;
 mod locks;
 mod score;
 
-pub use constraint::{AffinityConstraint, Gate, RequestAffinity, Wanted, WantedCache, WantedMemo, admits};
+pub use constraint::{
+    AffinityConstraint, ClaimOutcomes, Gate, RequestAffinity, Wanted, WantedCache, WantedMemo, admits,
+};
 pub(crate) use extract::validate_extractor;
 pub use extract::{
     ConfigObject, ExtId, Extractor, Extractors, FullName, MAX_EXTRACTORS, MAX_KEYS, Outcome, Rejection,

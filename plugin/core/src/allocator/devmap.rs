@@ -41,7 +41,7 @@ impl<V> DevMap<V> {
         self.position(d).is_some()
     }
 
-    /// [`DevMap::remove`], keeping the value as a spare for [`DevMap::or_insert_reused`].
+    /// Removes the entry of `d`, keeping its value as a spare for [`DevMap::or_insert_reused`].
     pub(super) fn recycle(&mut self, d: &DevIdx) {
         if let Some(i) = self.position(d) {
             let (_, v) = self.entries.swap_remove(i);
@@ -49,7 +49,7 @@ impl<V> DevMap<V> {
         }
     }
 
-    /// [`DevMap::clear`], keeping the values as spares.
+    /// Removes every entry, keeping the values as spares.
     pub(super) fn clear_recycling(&mut self) {
         if self.entries.is_empty() {
             return;

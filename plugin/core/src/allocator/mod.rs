@@ -5,7 +5,7 @@
 //! the checks of the incubating allocator in the same order: in use, selectors, capacity,
 //! counters, taints, constraints. Sharing affinity ([`crate::affinity`]) is checked next to
 //! capacity. Every tentative change (dedicated devices, consumed capacity, counters, constraint
-//! values, affinity locks) is one [`tentative`] state, undone when a branch fails.
+//! values, affinity locks) is one tentative state (`tentative.rs`), undone when a branch fails.
 //!
 //! As upstream's `NewAllocator(...)` then `Allocate(ctx, node)`: an [`Allocator`] holds what
 //! the calls of one cycle share (the claims, classes, index, extractors and caches), and
@@ -15,11 +15,12 @@
 //! `Err` ([`AllocError`]) for bad input that aborts the attempt (a CEL error, a missing class, a
 //! constraint that `All` mode cannot satisfy...) or a search that ran out of steps.
 //!
-//! Files, each depending only on the ones after it: `setup.rs` (preparing the requests),
-//! `bounds.rs` (counting bounds), `search.rs` (the backtracking and the checks of one device),
-//! `order.rs` (consolidation order), `result.rs` (the API results), `need.rs` (what a request
-//! needs of a device's capacities), `tentative.rs` (the call's tentative state: take and undo),
-//! `devmap.rs`, `error.rs`.
+//! Files: `setup.rs` (preparing the requests and constraints), `search.rs` (the backtracking
+//! and the checks of one device), `bounds.rs` (counting bounds), `order.rs` (consolidation
+//! order), `result.rs` (the API results), `need.rs` (what a request needs of a device's
+//! capacities), `tentative.rs` (the call's tentative state, with take and undo), `devmap.rs`,
+//! `error.rs`. They share the types declared here; imports between them go one way only
+//! (`search` → `need`, `tentative`; `bounds`, `result` → `need`; `tentative` → `devmap`).
 
 mod bounds;
 mod devmap;
@@ -39,7 +40,7 @@ use crate::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::affinity::{
-    self, Extractors, Gate, LockTable, Outcome, RequestAffinity, Values, WantedCache, WantedMemo,
+    self, ClaimOutcomes, Extractors, Gate, LockTable, Outcome, RequestAffinity, Values, WantedCache,
 };
 use crate::cel::CelCache;
 use crate::index::{DevIdx, DeviceKey, Index, NodePool};
@@ -398,7 +399,7 @@ impl<'a> Allocator<'a> {
             Err(Stop::MaxSize) => false,
             Err(Stop::Short(why)) => return Ok(AllocOutcome::Unfit(vec![why])),
             Err(Stop::Budget) => return Err(AllocError::TimedOut),
-            Err(Stop::Fatal(e)) => return Err(e),
+            Err(Stop::Fatal(e)) => return Err(*e),
         };
         if !done {
             for np in node.pools {
@@ -504,13 +505,13 @@ enum Stop {
     Short(String),
     /// [`MAX_STEPS`] devices tried.
     Budget,
-    /// Bad input.
-    Fatal(AllocError),
+    /// Bad input (boxed: the search's results stay as small as they were with a text).
+    Fatal(Box<AllocError>),
 }
 
 impl From<AllocError> for Stop {
     fn from(e: AllocError) -> Self {
-        Stop::Fatal(e)
+        Stop::Fatal(Box::new(e))
     }
 }
 
@@ -545,13 +546,11 @@ struct ReqData {
     num_devices: usize,
     /// The count asked for (`Exact` mode; 0 for `All`), in u64 whatever the target's usize.
     requested: u64,
-    /// Key of the [`CycleCache`] entries; `None`: not cached.
-    cache_key: Option<CacheKey>,
-    /// What the request wants on the devices of the first applicable extractor set it meets,
-    /// for every call sharing this preparation.
-    wanted_first: WantedMemo,
+    /// What the affinity constraint reads of the request, with what it wants on the first
+    /// applicable extractor set it meets (for every call sharing this preparation).
+    affinity: RequestAffinity,
     /// What the request needs of the first capacity shape it meets ([`need::Need`]), keyed by
-    /// the index's shared capacity map ([`crate::index::DeviceEntry::capacity`]): capacity names
+    /// the index's shared capacity map (`DeviceEntry::capacity`): capacity names
     /// are matched and request policies applied once, not per device (other shapes compute it).
     need_first: std::sync::OnceLock<(
         std::sync::Arc<crate::model::Map<String, crate::model::DeviceCapacity>>,
@@ -565,35 +564,19 @@ impl<'a> Search<'a> {
         request_fields(self.alloc, rd)
     }
 
-    /// What the affinity constraint reads of a prepared request.
-    fn request_affinity<'r>(&self, rd: &'r ReqData) -> RequestAffinity<'r>
-    where
-        'a: 'r,
-    {
-        RequestAffinity {
-            admin: rd.admin,
-            claim: self.alloc.claims[rd.claim].affinity,
-            request: rd.request,
-            sub: rd.sub.unwrap_or(0),
-            memo: &rd.wanted_first,
-            key: rd.cache_key,
-        }
-    }
-
-    /// The affinity constraint's view of the cycle and the node.
-    fn gate(&self) -> Gate<'a> {
-        Gate {
-            index: self.alloc.index,
-            extractors: self.alloc.extractors,
-            cel: self.alloc.cel,
-            locks: self.node.locks,
-            cache: &self.alloc.cycle_cache.wanted,
-        }
-    }
-
     /// What the request wants on the device ([`Gate::wanted`]).
     fn wanted(&self, rd: &ReqData, d: DevIdx) -> affinity::Wanted {
-        self.gate().wanted(&self.request_affinity(rd), d)
+        self.gate.wanted(&rd.affinity, d)
+    }
+}
+
+impl ClaimOutcomes for Allocator<'_> {
+    fn outcomes(&self, claim: usize, request: usize, sub: usize) -> &[Option<Outcome>] {
+        self.claims[claim]
+            .affinity
+            .get(request)
+            .and_then(|v| v.get(sub))
+            .map_or(&[], Vec::as_slice)
     }
 }
 
@@ -654,6 +637,8 @@ struct Search<'a> {
     alloc: &'a Allocator<'a>,
     /// The node.
     node: &'a NodeInput<'a>,
+    /// The affinity constraint's view of the cycle and the node.
+    gate: Gate<'a>,
     /// Candidate devices of the node in first-fit order (valid, complete pools only).
     cands: std::sync::Arc<[DevIdx]>,
     /// Per claim, per request, per subrequest (or one); shared with the cycle cache. Empty until

@@ -107,6 +107,7 @@ pub(super) fn consumption<'x>(
 
 impl Need {
     /// What the request consumes of each capacity, when it consumes.
+    #[inline]
     pub(super) fn consumes(&self) -> Option<&[Quantity]> {
         match self {
             Need::Consumes(c) => Some(c),

@@ -66,8 +66,8 @@ impl<'a> Search<'a> {
         let mut buf = std::mem::take(&mut self.scratch.order_buf);
         let start = buf.len();
         if self.alloc.consolidate && !self.alloc.extractors.is_empty() {
-            let req = self.request_affinity(&self.reqs[ci][ri][si]);
-            let gate = self.gate();
+            let req = &self.reqs[ci][ri][si].affinity;
+            let gate = self.gate;
             let index = self.alloc.index;
             for &d in self.cands.iter() {
                 // Only a shared device of an affinity pool that is locked can be joined; check the
@@ -77,7 +77,7 @@ impl<'a> Search<'a> {
                     LockState::Locked(l) => {
                         index.flags(d).allow_multiple()
                             && self.alloc.extractors.pool_has_affinity(index, d)
-                            && gate.joins(&req, d, l)
+                            && gate.joins(req, d, l)
                     }
                     _ => false,
                 };
@@ -120,8 +120,8 @@ impl<'a> Search<'a> {
         if !self.alloc.consolidate || self.scratch.tentative.affinity.is_empty() {
             return base;
         }
-        let req = self.request_affinity(&self.reqs[ci][ri][si]);
-        let gate = self.gate();
+        let req = &self.reqs[ci][ri][si].affinity;
+        let gate = self.gate;
         let joins: Vec<DevIdx> = self
             .scratch
             .tentative
@@ -132,7 +132,7 @@ impl<'a> Search<'a> {
                     .iter()
                     .filter(|c| c.req == (ri, si) && c.dev == d && c.affinity.is_some())
                     .count();
-                holders > own && !matches!(gate.lock(d), LockState::Locked(_)) && gate.joins(&req, d, values)
+                holders > own && !matches!(gate.lock(d), LockState::Locked(_)) && gate.joins(req, d, values)
             })
             .map(|(d, _, _)| d)
             .collect();
@@ -145,7 +145,7 @@ impl<'a> Search<'a> {
         let persistent = (0..len)
             .map(|pos| self.order_at(base, pos))
             .take_while(|&d| match gate.lock(d) {
-                LockState::Locked(l) => gate.joins(&req, d, l),
+                LockState::Locked(l) => gate.joins(req, d, l),
                 _ => false,
             })
             .count();

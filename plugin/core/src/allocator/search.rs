@@ -198,7 +198,7 @@ impl<'a> Search<'a> {
         };
         let mut joined_lock = false;
         if let Some(w) = &wanted {
-            let lock = self.gate().lock(d);
+            let lock = self.gate.lock(d);
             match self
                 .scratch
                 .tentative
@@ -232,25 +232,21 @@ impl<'a> Search<'a> {
             sub: fields.sub,
             shared: ama,
             counters,
-            consumes: None,
             wanted: wanted.as_ref(),
         };
         let tentative = &mut self.scratch.tentative;
         let taken = if ama {
             // The capacity check passed, so the request consumes.
             with_need(self.alloc, rd, &entry.capacity, |need| {
-                tentative.take(Take {
-                    consumes: need.consumes(),
-                    ..take
-                })
+                tentative.take(&take, need.consumes())
             })
         } else {
-            tentative.take(take)
+            tentative.take(&take, None)
         };
         let undo = match taken {
             Ok(undo) => undo,
             Err(Refused::Constraint) if must => {
-                return Err(Stop::Fatal(AllocError::AllModeConstraint {
+                return Err(Stop::from(AllocError::AllModeConstraint {
                     claim: self.alloc.claims[r.claim].key.to_string(),
                     request: RequestName::new(fields.request, fields.sub),
                     device: entry.key.clone(),

@@ -10,7 +10,7 @@ use super::{
     AllocError, Allocator, CacheKey, MAX_RESULTS_PER_CLAIM, Mode, NodeInput, ReqData, ReqSelector, Reqs,
     RequestName, Search,
 };
-use crate::affinity;
+use crate::affinity::{self, Gate, RequestAffinity};
 use crate::constraints::{Constraint, RequestScope};
 use crate::model::{
     DeviceClass, DeviceRequest, DeviceSelector, DeviceSubRequest, DeviceToleration, ExactDeviceRequest, Map,
@@ -31,6 +31,14 @@ impl<'a> Search<'a> {
         Search {
             alloc,
             node,
+            gate: Gate {
+                index: alloc.index,
+                extractors: alloc.extractors,
+                cel: alloc.cel,
+                locks: node.locks,
+                cache: &alloc.cycle_cache.wanted,
+                claims: alloc,
+            },
             cands: node.candidates.clone(),
             reqs: reqs.unwrap_or_default(),
             selected_sub: FxHashMap::default(),
@@ -200,8 +208,14 @@ impl<'a> Search<'a> {
                 Mode::Exact(_) => count.map_or(1, i64::unsigned_abs),
                 Mode::All => 0,
             },
-            cache_key,
-            wanted_first: Default::default(),
+            affinity: RequestAffinity {
+                admin,
+                claim: ci,
+                request: ri,
+                sub: si.unwrap_or(0),
+                key: cache_key,
+                memo: Default::default(),
+            },
             need_first: Default::default(),
         };
         if mode == Mode::All {
@@ -228,7 +242,7 @@ impl<'a> Search<'a> {
                         // unreconstructable device, strict gating failing for this request.
                         if self.selectable(&rd, d)?
                             && self.capacity_fits(&rd, d) == Some(true)
-                            && self.gate().persistently_viable(&self.request_affinity(&rd), d)
+                            && self.gate.persistently_viable(&rd.affinity, d)
                         {
                             rd.all_devices.push(d);
                         }

@@ -55,8 +55,6 @@ pub(super) struct Take<'x, 'n> {
     pub(super) shared: bool,
     /// The device's counters are consumed (its pool's counters are initialised).
     pub(super) counters: bool,
-    /// What a shared allocation consumes, aligned with the device's capacity map.
-    pub(super) consumes: Option<&'x [Quantity]>,
     /// The affinity values the request locks the device to (admitted by the constraint).
     pub(super) wanted: Option<&'x Arc<Values>>,
 }
@@ -98,29 +96,39 @@ impl Tentative {
     }
 
     /// Whether device `d` is taken without a share by some claim of this call.
+    #[inline]
     pub(super) fn dedicated(&self, d: DevIdx) -> bool {
         self.devices.get(&d).is_some_and(|v| !v.is_empty())
     }
 
     /// Whether claim `claim` took device `d` without a share in this call.
+    #[inline]
     pub(super) fn dedicated_to(&self, d: DevIdx, claim: usize) -> bool {
         self.devices.get(&d).is_some_and(|v| v.contains(&claim))
     }
 
     /// Whether device `d` is shared by some result of this call.
+    #[inline]
     pub(super) fn shared(&self, d: DevIdx) -> bool {
         self.capacity.contains_key(&d)
     }
 
     /// The capacity consumed on shared device `d` in this call, if it is shared.
+    #[inline]
     pub(super) fn consumed(&self, d: DevIdx) -> Option<&[Quantity]> {
         self.capacity.get(&d).map(|(v, _)| v.as_slice())
     }
 
     /// Takes the device: consumes its counters and adds its attributes to the claim's
     /// constraints (either may refuse, and then nothing is changed), then records the
-    /// capacity consumed (shared) or the dedication, and the affinity lock.
-    pub(super) fn take<'n>(&mut self, t: Take<'_, 'n>) -> Result<Undo<'n>, Refused> {
+    /// capacity consumed (`consumes`, aligned with the device's capacity map: shared) or the
+    /// dedication, and the affinity lock.
+    #[inline]
+    pub(super) fn take<'n>(
+        &mut self,
+        t: &Take<'_, 'n>,
+        consumes: Option<&[Quantity]>,
+    ) -> Result<Undo<'n>, Refused> {
         let Take {
             claim,
             req,
@@ -131,9 +139,8 @@ impl Tentative {
             sub,
             shared,
             counters,
-            consumes,
             wanted,
-        } = t;
+        } = *t;
         let mut counters_pool = None;
         if counters {
             if !self
@@ -203,6 +210,7 @@ impl Tentative {
 
     /// Gives back what [`Tentative::take`] took; `consumes` is what the shared allocation
     /// consumed (the same as at take).
+    #[inline]
     pub(super) fn undo(
         &mut self,
         undo: &Undo<'_>,
