@@ -4,8 +4,8 @@
 
 use std::process::Command;
 
-use sharing_affinity_core::config::Config;
 use sharing_affinity_core::audit::{Rule, audit};
+use sharing_affinity_core::config::Config;
 use sharing_affinity_host::audit::Trail;
 use sharing_affinity_host::native::NativeEngine;
 use sharing_affinity_host::replay::{Cluster, replay_observed, scenario_dirs};
