@@ -245,3 +245,73 @@ impl From<AllocError> for String {
         e.to_string()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The texts are the scheduler-facing reasons: each case shows exactly what the allocator
+    /// reported before it had a type.
+    #[test]
+    fn texts_are_the_reasons() {
+        let key = || DeviceKey::new("d", "p", "x");
+        let name = || RequestName::new("r", Some("s"));
+        let cases: Vec<(AllocError, &str)> = vec![
+            (
+                AllocError::ClassNotFound {
+                    claim: "ns/c".into(),
+                    request: name(),
+                    class: "gpu".into(),
+                },
+                "claim ns/c, request r/s: device class gpu not found",
+            ),
+            (
+                AllocError::TooManyDevices {
+                    claim: "ns/c".into(),
+                    requested: 33,
+                    limit: 32,
+                },
+                "claim ns/c: number of requested devices 33 exceeds the claim limit of 32",
+            ),
+            (
+                AllocError::AllModeConstraint {
+                    claim: "ns/c".into(),
+                    request: RequestName::new("r", None),
+                    device: key(),
+                },
+                "claim ns/c, request r: cannot add device d/p/x because a claim constraint would not be satisfied",
+            ),
+            (
+                AllocError::DeviceCel {
+                    owner: SelectorOwner::Class("gpu".into()),
+                    device: key(),
+                    error: "bad".into(),
+                },
+                "class gpu: device d/p/x: bad",
+            ),
+            (
+                AllocError::InvalidPool {
+                    pool: "d/p".into(),
+                    reason: "why".into(),
+                },
+                "invalid resource pool d/p: why",
+            ),
+            (AllocError::TimedOut, "timed out trying to allocate devices"),
+            (
+                AllocError::NodeSelectorTerms(2),
+                "unsupported ResourceSlice.NodeSelector with 2 terms",
+            ),
+            (
+                AllocError::BadConstraint {
+                    claim: "ns/c".into(),
+                    index: 1,
+                },
+                "claim ns/c, constraint #1: exactly one of matchAttribute and distinctAttribute must be set",
+            ),
+        ];
+        for (e, text) in cases {
+            assert_eq!(e.to_string(), text);
+            assert_eq!(String::from(e), text);
+        }
+    }
+}
