@@ -9,9 +9,9 @@ use std::sync::OnceLock;
 
 use arbitrary::{Arbitrary, Result as ArbResult, Unstructured};
 use serde_json::Value;
-use sharing_affinity_core::affinity::Config;
 use sharing_affinity_core::audit::{Rule, Violation, audit_with, record_allocations};
 use sharing_affinity_core::cel::{CelCache, CelDevice, CelObject};
+use sharing_affinity_core::config::Config;
 use sharing_affinity_core::object::{Object, decode_object, decode_str, object_key, parse_objects};
 use sharing_affinity_core::quantity::Quantity;
 use sharing_affinity_core::{EventKind, Plugin};

@@ -6,9 +6,9 @@ use std::collections::BTreeSet;
 use std::fmt::Write as _;
 
 use serde::Serialize;
-use sharing_affinity_core::affinity::Config;
 use sharing_affinity_core::audit::{Violation, audit_with, record_allocations};
 use sharing_affinity_core::cel::CelCache;
+use sharing_affinity_core::config::Config;
 use sharing_affinity_core::object::Object;
 use wasmtime::{Result, format_err};
 

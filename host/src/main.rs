@@ -35,7 +35,7 @@ use std::process::ExitCode;
 use clap::error::ErrorKind;
 use clap::{Args, CommandFactory, Parser, Subcommand, ValueEnum};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use sharing_affinity_core::affinity::Config;
+use sharing_affinity_core::config::Config;
 use sharing_affinity_host::component::ComponentPlugin;
 use sharing_affinity_host::engine::PluginRuntime;
 use sharing_affinity_host::generate::{self, Profile, Spec};

@@ -5,8 +5,8 @@
 use std::process::Command;
 
 use sharing_affinity_core::Plugin;
-use sharing_affinity_core::affinity::Config;
 use sharing_affinity_core::audit::{Rule, audit};
+use sharing_affinity_core::config::Config;
 use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_host::audit::Trail;
 use sharing_affinity_host::engine::PluginRuntime;

@@ -20,8 +20,8 @@ use std::fmt;
 
 use serde::Serialize;
 
-use crate::affinity::Config;
 use crate::cel::{CelCache, CelDevice, CelObject};
+use crate::config::Config;
 use crate::model::{
     AttributeValue, CapacityRequestPolicy, CapacityRequirements, Device, DeviceAllocationResult, DeviceClass,
     DeviceRequestAllocationResult, DeviceSelector, Map, ResourceClaim, ResourceSlice,

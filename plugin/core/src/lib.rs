@@ -9,8 +9,11 @@
 //!   errors.
 //! - [`cel`]: device selectors and affinity extractors with the Kubernetes CEL functions.
 //! - [`index`]: the compact internal representation (interned names, device indexes).
-//! - [`allocator`] with [`capacity`], [`constraints`], [`counters`], [`affinity`]: the backtracking
-//!   allocator for one node and all claims of one pod, with tentative state and rollback.
+//! - [`affinity`]: KEP-5981 sharing affinity, the rule deciding whether two claims may share a
+//!   device (extractors, locks, the allocator-facing constraint, the rank).
+//! - [`allocator`] with [`capacity`], [`constraints`], [`counters`]: the backtracking allocator
+//!   for one node and all claims of one pod, with tentative state and rollback.
+//! - [`config`]: the plugin configuration.
 //! - [`plugin`]: the per-cycle API (prefilter, filter, score, reserve, unreserve, bind) over an
 //!   incrementally updated [`plugin::Plugin`] state.
 #![forbid(unsafe_code)]
@@ -20,6 +23,7 @@ pub mod allocator;
 pub mod audit;
 pub mod capacity;
 pub mod cel;
+pub mod config;
 pub mod constraints;
 pub mod contract;
 pub mod counters;

@@ -16,10 +16,11 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use serde::Serialize;
-use sharing_affinity_core::affinity::{self, Config, LockState};
+use sharing_affinity_core::affinity::{self, LockState};
 use sharing_affinity_core::audit::{self, Rule, Violation};
 use sharing_affinity_core::capacity;
 use sharing_affinity_core::cel::{CelCache, CelDevice};
+use sharing_affinity_core::config::Config;
 use sharing_affinity_core::index::DeviceKey;
 use sharing_affinity_core::model::{
     AllocationResult, Device, DeviceAllocationResult, DeviceClass, DeviceRequestAllocationResult,

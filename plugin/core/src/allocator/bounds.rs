@@ -13,8 +13,8 @@
 //! Requests with subrequests (`firstAvailable`), `All` mode or admin access are left out: a
 //! bound only ever leaves things out, so it never rejects what the search would allocate.
 
-use super::search::{Need, selectable, with_need};
-use super::{Allocator, Mode};
+use super::need::{Need, with_need};
+use super::{AllocError, Mode, Search};
 use crate::index::DevIdx;
 use crate::quantity::Quantity;
 use std::collections::BTreeMap;
@@ -25,11 +25,11 @@ struct CapacityNeed {
     devices: Vec<DevIdx>,
 }
 
-impl<'a> Allocator<'a> {
+impl<'a> Search<'a> {
     /// Why the claims cannot all be allocated on the node, by counting; `None` when counting
     /// cannot tell. An error is a selector that does not evaluate.
-    pub(super) fn shortfall(&self) -> Result<Option<String>, String> {
-        let index = self.input.index;
+    pub(super) fn shortfall(&self) -> Result<Option<String>, AllocError> {
+        let index = self.alloc.index;
         let mut capacities: BTreeMap<&'a str, CapacityNeed> = BTreeMap::new();
         for claim in self.reqs.iter() {
             for subs in claim.iter() {
@@ -45,11 +45,11 @@ impl<'a> Allocator<'a> {
                 let mut all_shared = true;
                 for &d in self.cands.iter() {
                     let entry = index.device(d);
-                    if self.device_use(d).dedicated || !selectable(self.input, rd, d)? {
+                    if self.device_use(d).dedicated || !self.selectable(rd, d)? {
                         continue;
                     }
                     let shared = index.flags(d).allow_multiple();
-                    let consumes = with_need(self.input, rd, &entry.capacity, |need| match need {
+                    let consumes = with_need(self.alloc, rd, &entry.capacity, |need| match need {
                         Need::Consumes(c) => Some(c.clone()),
                         Need::Lacks | Need::BreaksPolicy => None,
                     });
@@ -82,7 +82,7 @@ impl<'a> Allocator<'a> {
                     let fields = self.fields(rd);
                     return Ok(Some(format!(
                         "claim {}, request {}: {n} devices requested, {} on the node can take it",
-                        self.input.claims[rd.claim].key,
+                        self.alloc.claims[rd.claim].key,
                         fields.request,
                         matching.len()
                     )));
@@ -128,7 +128,7 @@ impl<'a> Allocator<'a> {
     /// Whether shared device `d` has room, outside this call, for one share consuming `consumes`
     /// (aligned with its capacity map).
     fn room_for(&self, d: DevIdx, consumes: &[Quantity]) -> bool {
-        let caps = &self.input.index.device(d).capacity;
+        let caps = &self.alloc.index.device(d).capacity;
         let used = &self.device_use(d).consumed;
         caps.values().zip(consumes).enumerate().all(|(i, (cap, c))| {
             let total = match used.get(i) {
@@ -141,7 +141,7 @@ impl<'a> Allocator<'a> {
 
     /// The capacity `name` of device `d` left outside this call.
     fn left_of(&self, d: DevIdx, name: &str) -> Option<Quantity> {
-        let caps = &self.input.index.device(d).capacity;
+        let caps = &self.alloc.index.device(d).capacity;
         let i = caps.keys().position(|k| k == name)?;
         let cap = &caps.values().nth(i)?.value;
         match self.device_use(d).consumed.get(i) {

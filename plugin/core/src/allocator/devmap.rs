@@ -41,22 +41,7 @@ impl<V> DevMap<V> {
         self.position(d).is_some()
     }
 
-    /// Removes every entry; the capacity stays for the next call.
-    pub(super) fn clear(&mut self) {
-        self.entries.clear();
-    }
-
-    pub(super) fn is_empty(&self) -> bool {
-        self.entries.is_empty()
-    }
-
-    pub(super) fn remove(&mut self, d: &DevIdx) {
-        if let Some(i) = self.position(d) {
-            self.entries.swap_remove(i);
-        }
-    }
-
-    /// [`DevMap::remove`], keeping the value as a spare for [`DevMap::or_insert_reused`].
+    /// Removes the entry of `d`, keeping its value as a spare for [`DevMap::or_insert_reused`].
     pub(super) fn recycle(&mut self, d: &DevIdx) {
         if let Some(i) = self.position(d) {
             let (_, v) = self.entries.swap_remove(i);
@@ -64,7 +49,7 @@ impl<V> DevMap<V> {
         }
     }
 
-    /// [`DevMap::clear`], keeping the values as spares.
+    /// Removes every entry, keeping the values as spares.
     pub(super) fn clear_recycling(&mut self) {
         if self.entries.is_empty() {
             return;
@@ -96,22 +81,6 @@ impl<V> DevMap<V> {
         };
         &mut self.entries[i].1
     }
-
-    /// The value of `d`, inserted with `make` when missing.
-    pub(super) fn or_insert_with(&mut self, d: DevIdx, make: impl FnOnce() -> V) -> &mut V {
-        let i = match self.position(&d) {
-            Some(i) => i,
-            None => {
-                self.entries.push((d, make()));
-                self.entries.len() - 1
-            }
-        };
-        &mut self.entries[i].1
-    }
-
-    pub(super) fn iter(&self) -> impl Iterator<Item = (&DevIdx, &V)> {
-        self.entries.iter().map(|(k, v)| (k, v))
-    }
 }
 
 #[cfg(test)]
@@ -121,22 +90,21 @@ mod tests {
     #[test]
     fn behaves_as_a_map() {
         let mut m: DevMap<u32> = DevMap::default();
-        assert!(m.is_empty());
-        *m.or_insert_with(3, || 10) += 1;
-        *m.or_insert_with(5, || 20) += 1;
-        *m.or_insert_with(3, || 99) += 1;
+        *m.or_insert_reused(3, |_| {}, || 10) += 1;
+        *m.or_insert_reused(5, |_| {}, || 20) += 1;
+        *m.or_insert_reused(3, |_| {}, || 99) += 1;
         assert_eq!(m.get(&3), Some(&12), "existing entry kept, not replaced");
         assert_eq!(m.get(&5), Some(&21));
         assert!(m.contains_key(&5) && !m.contains_key(&4));
-        m.remove(&3);
+        m.recycle(&3);
         assert_eq!(m.get(&3), None);
         *m.get_mut(&5).unwrap() = 1;
-        assert_eq!(m.iter().collect::<Vec<_>>(), vec![(&5, &1)]);
-        m.remove(&5);
-        assert!(m.is_empty());
-        m.or_insert_with(7, || 1);
-        m.clear();
-        assert!(m.is_empty() && m.get(&7).is_none());
+        assert_eq!(m.get(&5), Some(&1));
+        m.recycle(&5);
+        assert!(!m.contains_key(&5));
+        m.or_insert_reused(7, |_| {}, || 1);
+        m.clear_recycling();
+        assert!(m.get(&7).is_none());
     }
 
     /// Recycled values come back reset, are reused before anything new is made, and a map
@@ -158,7 +126,7 @@ mod tests {
         let v = m.or_insert_reused(3, reset, || unreachable!("a spare exists"));
         assert_eq!((v.as_slice(), v.as_ptr()), (&[0, 0][..], ptr), "the spare, reset");
         m.clear_recycling();
-        assert!(m.is_empty());
+        assert!(!m.contains_key(&2) && !m.contains_key(&3));
         for d in [4, 5] {
             m.or_insert_reused(d, reset, || unreachable!("two spares"));
         }

@@ -3,36 +3,50 @@
 //! A backtracking search over claims → requests → (subrequests) → devices in upstream's
 //! deterministic order (pools by driver/pool name, slices by name, devices in slice order), with
 //! the checks of the incubating allocator in the same order: in use, selectors, capacity,
-//! counters, taints, constraints. Sharing affinity is checked next to capacity. Every tentative
-//! change (dedicated devices, consumed capacity, counters, constraint values, affinity locks) is
-//! undone when a branch fails.
+//! counters, taints, constraints. Sharing affinity ([`crate::affinity`]) is checked next to
+//! capacity. Every tentative change (dedicated devices, consumed capacity, counters, constraint
+//! values, affinity locks) is one tentative state (`tentative.rs`), undone when a branch fails.
 //!
-//! `Ok(None)` means "does not fit on this node"; `Err` is bad input that aborts the attempt (a
-//! CEL error, a missing class, a constraint that `All` mode cannot satisfy...).
+//! As upstream's `NewAllocator(...)` then `Allocate(ctx, node)`: an [`Allocator`] holds what
+//! the calls of one cycle share (the claims, classes, index, extractors and caches), and
+//! [`Allocator::allocate`] allocates on one node ([`NodeInput`]). It answers
+//! [`AllocOutcome::Allocated`] (compact: [`Allocator::materialize`] builds the API results of the
+//! node Reserve picks) or [`AllocOutcome::Unfit`] with the reasons the claims do not fit, and
+//! `Err` ([`AllocError`]) for bad input that aborts the attempt (a CEL error, a missing class, a
+//! constraint that `All` mode cannot satisfy...) or a search that ran out of steps.
+//!
+//! Files: `setup.rs` (preparing the requests and constraints), `search.rs` (the backtracking
+//! and the checks of one device), `bounds.rs` (counting bounds), `order.rs` (consolidation
+//! order), `result.rs` (the API results), `need.rs` (what a request needs of a device's
+//! capacities), `tentative.rs` (the call's tentative state, with take and undo), `devmap.rs`,
+//! `error.rs`. They share the types declared here; imports between them go one way only
+//! (`search` → `need`, `tentative`; `bounds`, `result` → `need`; `tentative` → `devmap`).
 
 mod bounds;
 mod devmap;
-mod gate;
+mod error;
+mod need;
 mod order;
 mod result;
 mod search;
 mod setup;
-mod undo;
+mod tentative;
 
+pub use error::{AllocError, RequestName, SelectorOwner};
 pub use result::share_id_for;
-pub use search::init_pool_counters;
+pub use tentative::init_pool_counters;
 
 use crate::FxHashMap;
-use devmap::DevMap;
 use smallvec::SmallVec;
 
-use crate::affinity::{self, Extractors, LockTable, Outcome, Values};
+use crate::affinity::{
+    self, ClaimOutcomes, Extractors, Gate, LockTable, Outcome, RequestAffinity, Values, WantedCache,
+};
 use crate::cel::CelCache;
-use crate::constraints::{Constraint, Lookup};
-use crate::counters::CounterState;
 use crate::index::{DevIdx, DeviceKey, Index, NodePool};
 use crate::model::{AllocationResult, DeviceClass, Node, ResourceClaim};
 use crate::quantity::Quantity;
+use tentative::Tentative;
 
 /// Upstream `AllocationResultsMaxSize`: at most 32 devices per claim.
 pub const MAX_RESULTS_PER_CLAIM: usize = 32;
@@ -40,9 +54,9 @@ pub const MAX_RESULTS_PER_CLAIM: usize = 32;
 /// The devices one allocation call may try (each candidate that passes the selectors is a
 /// step). Upstream bounds the same exponential search with the Filter timeout
 /// (`DRASchedulerFilterTimeout`, 10 s); a count of steps gives every engine the same decision
-/// whatever its speed. A search that runs out is [`AllocOutcome::TimedOut`]. The figure keeps
-/// the slowest engine well under 100 ms per node (docs/RELIABILITY.md); real searches take a
-/// few dozen steps.
+/// whatever its speed. A search that runs out fails with [`AllocError::TimedOut`]. The figure
+/// keeps the slowest engine well under 100 ms per node (docs/RELIABILITY.md); real searches take
+/// a few dozen steps.
 pub const MAX_STEPS: u32 = 50_000;
 
 /// Steps after which the counting bounds ([`bounds`]) are checked once: a search that ends
@@ -139,14 +153,15 @@ pub struct ClaimInput<'a> {
     pub claim: &'a ResourceClaim,
     /// Affinity outcomes computed at PreFilter.
     pub affinity: &'a ClaimAffinity,
-    /// The claim's position for the per-cycle caches ([`Input::cycle_cache`]): the same slot
+    /// The claim's position for the per-cycle caches ([`Allocator::cycle_cache`]): the same slot
     /// must mean the same claim with the same `affinity` in every call sharing the cache. `None`
     /// for a per-node variant of a claim (not cached).
     pub slot: Option<usize>,
 }
 
-/// Everything an allocation call reads.
-pub struct Input<'a> {
+/// The allocator of one cycle: what the allocation calls for the pod's claims share, whatever
+/// the node. Cheap to build (references only); [`Allocator::allocate`] then allocates on a node.
+pub struct Allocator<'a> {
     /// Slices, indexed.
     pub index: &'a Index,
     /// Extractors.
@@ -155,18 +170,6 @@ pub struct Input<'a> {
     pub cel: &'a CelCache,
     /// DeviceClasses by name.
     pub classes: &'a FxHashMap<String, DeviceClass>,
-    /// Allocated state per device, by dense index ([`AllocatedState::uses`]; one entry per
-    /// device of `index`).
-    pub uses: &'a [DeviceUse],
-    /// Persistent lock states by dense device index (derived from the devices' holders): an
-    /// entry for every candidate device.
-    pub locks: &'a LockTable,
-    /// The node.
-    pub node: &'a Node,
-    /// The node's pools.
-    pub pools: &'a [NodePool],
-    /// The node's candidate devices ([`candidates`] of `pools`).
-    pub candidates: &'a std::sync::Arc<[DevIdx]>,
     /// The claims, in order.
     pub claims: &'a [ClaimInput<'a>],
     /// Try devices already locked to the wanted values first (consolidation).
@@ -175,6 +178,22 @@ pub struct Input<'a> {
     pub selector_cache: &'a SelectorCache,
     /// Caches shared by the calls of one cycle.
     pub cycle_cache: &'a CycleCache,
+}
+
+/// What an allocation call reads of its node.
+pub struct NodeInput<'a> {
+    /// The node.
+    pub node: &'a Node,
+    /// The node's pools.
+    pub pools: &'a [NodePool],
+    /// The node's candidate devices ([`candidates`] of `pools`).
+    pub candidates: &'a std::sync::Arc<[DevIdx]>,
+    /// Allocated state per device, by dense index ([`AllocatedState::uses`]; one entry per
+    /// device of the index).
+    pub uses: &'a [DeviceUse],
+    /// Persistent lock states by dense device index (derived from the devices' holders): an
+    /// entry for every candidate device.
+    pub locks: &'a LockTable,
 }
 
 /// Selector results per (device, [`crate::cel::Selector::id`]), shared by calls until slices
@@ -242,14 +261,14 @@ impl SelectorCache {
 /// DeviceClasses and the extractors stay the same: drop it when any of them changes.
 #[derive(Default)]
 pub struct CycleCache {
-    /// What a request wants ([`Allocator::wanted`]) per (claim slot, request, subrequest,
-    /// [`Extractors::applicable_set`] id).
-    wanted: std::cell::RefCell<WantedMap>,
+    /// What a request wants ([`Gate::wanted`]) per (claim slot, request, subrequest, applicable
+    /// extractor set).
+    wanted: WantedCache,
     /// A request's compiled class and request selectors per (claim slot, request, subrequest).
     selectors: std::cell::RefCell<FxHashMap<CacheKey, std::sync::Arc<[ReqSelector]>>>,
     /// The per-call buffers, borrowed by one allocation call at a time and left empty.
     scratch: std::cell::RefCell<Scratch>,
-    /// The prepared requests of the cycle's claims (see [`Allocator::prepare`]).
+    /// The prepared requests of the cycle's claims (see [`Search::prepare`]).
     reqs: std::cell::RefCell<Option<std::sync::Arc<Reqs>>>,
 }
 
@@ -257,13 +276,8 @@ pub struct CycleCache {
 /// (empty, capacity kept): a Filter call does not allocate them again.
 #[derive(Default)]
 struct Scratch {
-    /// Dedicated devices taken in this call, with the claims taking them.
-    allocating_devices: DevMap<Vec<usize>>,
-    /// Capacity consumed in this call per shared device, aligned with the device's `capacity`
-    /// map (no names copied on the search path).
-    allocating_capacity: DevMap<Vec<Quantity>>,
-    /// Tentative affinity locks of this call, with their holder counts.
-    allocating_affinity: DevMap<(std::sync::Arc<Values>, usize)>,
+    /// What the call has taken so far.
+    tentative: Tentative,
     /// Persistent candidate order per (claim, request, subrequest), computed on first use (a
     /// call has a few requests: searched linearly).
     order: Vec<(ReqPos, order::Order)>,
@@ -277,9 +291,7 @@ struct Scratch {
 impl Scratch {
     /// Empties every buffer, keeping its capacity (and the maps' values as spares).
     fn clear(&mut self) {
-        self.allocating_devices.clear_recycling();
-        self.allocating_capacity.clear_recycling();
-        self.allocating_affinity.clear();
+        self.tentative.clear();
         self.order.clear();
         self.order_buf.clear();
         self.notes.clear();
@@ -288,11 +300,6 @@ impl Scratch {
 
 /// A request's key in the [`CycleCache`]: (claim slot, request, subrequest).
 type CacheKey = (u32, u32, u32);
-
-/// What a request wants on a device ([`Allocator::wanted`]).
-type Wanted = Result<Option<std::sync::Arc<Values>>, affinity::Rejection>;
-
-type WantedMap = FxHashMap<(u32, u32, u32, u32), Wanted>;
 
 /// One allocated device with what Reserve and Score need beyond the API result.
 #[derive(Clone, Debug, PartialEq)]
@@ -316,15 +323,13 @@ pub struct ClaimResult {
     pub choices: Vec<DeviceChoice>,
 }
 
-/// The outcome of an allocation call.
+/// The outcome of an allocation call that did not fail.
 #[derive(Clone, Debug)]
 pub enum AllocOutcome {
-    /// All claims allocated (compact: [`materialize`] builds the API results).
+    /// All claims allocated (compact: [`Allocator::materialize`] builds the API results).
     Allocated(Allocation),
     /// Does not fit; the notes say why (affinity rejections first).
     Unfit(Vec<String>),
-    /// The search tried [`MAX_STEPS`] devices without an answer: upstream's Filter timeout.
-    TimedOut,
 }
 
 /// The most subrequests a `firstAvailable` list may have (`FirstAvailableDeviceRequestMaxSize`).
@@ -332,7 +337,8 @@ const FIRST_AVAILABLE_MAX: u32 = 8;
 
 /// A successful allocation call in compact form: the devices chosen per claim and the
 /// subrequests selected. Filter keeps this for every feasible node; only the node Reserve picks
-/// gets its API results built ([`materialize`]), so Filter neither builds nor drops them.
+/// gets its API results built ([`Allocator::materialize`]), so Filter neither builds nor drops
+/// them.
 #[derive(Clone, Debug)]
 pub struct Allocation {
     results: Results,
@@ -340,48 +346,19 @@ pub struct Allocation {
 }
 
 impl Allocation {
-    /// The node's sharing-affinity rank: per allocated device 2 when it joins a device locked to
-    /// compatible values (persistently, or tentatively by another request or claim of the same
-    /// call), 1 when it takes a clean affinity-gated device, 0 when it shares a device of an
-    /// affinity pool that no extractor gates. A device affinity cannot apply to is neutral (a
-    /// pool without extractors, a dedicated device, admin access). Per request (a subrequest
-    /// counts as its request): `50 · Σ / non-neutral devices`; the rank is the sum over requests,
-    /// so neutral requests never dilute the others.
+    /// The node's sharing-affinity rank ([`affinity::rank`]).
     pub fn rank(&self, index: &Index, extractors: &Extractors) -> u32 {
-        // A device's points, `None` when it is neutral.
-        let points = |ch: &Chosen| -> Option<u32> {
-            let neutral = ch.admin
-                || !index.flags(ch.dev).allow_multiple()
-                || !extractors.pool_has_affinity(index, ch.dev);
-            (!neutral).then_some(match (&ch.affinity, ch.joined_lock) {
-                (Some(_), true) => 2,
-                (Some(_), false) => 1,
-                (None, _) => 0,
-            })
-        };
-        let mut total = 0u32;
-        for chosen in &self.results {
-            // A claim has at most 32 devices: each request is summed where it first appears.
-            for (i, first) in chosen.iter().enumerate() {
-                if chosen[..i].iter().any(|c| c.req.0 == first.req.0) {
-                    continue;
-                }
-                let (mut sum, mut n) = (0u32, 0u32);
-                for p in chosen[i..]
-                    .iter()
-                    .filter(|c| c.req.0 == first.req.0)
-                    .filter_map(points)
-                {
-                    sum += p;
-                    n += 1;
-                }
-                // A request with only neutral devices (n = 0) adds nothing.
-                if let Some(rank) = (sum * 50).checked_div(n) {
-                    total = total.saturating_add(rank);
-                }
-            }
-        }
-        total
+        affinity::rank(
+            index,
+            extractors,
+            self.results.iter().map(|c| c.as_slice()),
+            |ch| affinity::Pick {
+                request: ch.req.0,
+                dev: ch.dev,
+                admin: ch.admin,
+                affinity: ch.affinity.as_ref().map(|_| ch.joined_lock),
+            },
+        )
     }
 
     /// The prioritized-list rank of upstream's DynamicResources Score (KEP-4816): per
@@ -397,7 +374,7 @@ impl Allocation {
 }
 
 /// A node's candidate devices in first-fit order: the devices of its pools' slices, valid and
-/// complete pools only (what [`Input::candidates`] must be).
+/// complete pools only (what [`NodeInput::candidates`] must be).
 pub fn candidates(index: &Index, pools: &[NodePool]) -> std::sync::Arc<[DevIdx]> {
     let mut cands = Vec::new();
     for np in pools {
@@ -412,63 +389,92 @@ pub fn candidates(index: &Index, pools: &[NodePool]) -> std::sync::Arc<[DevIdx]>
     cands.into()
 }
 
-/// Allocates all claims on the node. See the module docs.
-pub fn allocate(input: &Input<'_>) -> Result<AllocOutcome, String> {
-    let mut a = Allocator::new(input, Allocator::cached_reqs(input), Allocator::scratch(input)?);
-    a.prepare()?;
-    let done = match a.allocate_one(Pos::default(), false, 0) {
-        Ok(done) => done,
-        Err(Stop::MaxSize) => false,
-        Err(Stop::Short(why)) => return Ok(AllocOutcome::Unfit(vec![why])),
-        Err(Stop::Budget) => return Ok(AllocOutcome::TimedOut),
-        Err(Stop::Fatal(e)) => return Err(e),
-    };
-    if !done {
-        for np in input.pools {
-            if let Some(reason) = &input.index.pools[np.pool].invalid {
-                return Err(format!(
-                    "invalid resource pool {}: {reason}",
-                    input.index.pools[np.pool].id()
-                ));
+impl<'a> Allocator<'a> {
+    /// Allocates all claims on the node. See the module docs.
+    pub fn allocate(&self, node: &NodeInput<'_>) -> Result<AllocOutcome, AllocError> {
+        let mut a = Search::new(self, node, self.cached_reqs(), self.scratch()?);
+        a.prepare()?;
+        let done = match a.allocate_one(Pos::default(), false, 0) {
+            Ok(done) => done,
+            Err(Stop::MaxSize) => false,
+            Err(Stop::Short(why)) => return Ok(AllocOutcome::Unfit(vec![why])),
+            Err(Stop::Budget) => return Err(AllocError::TimedOut),
+            Err(Stop::Fatal(e)) => return Err(*e),
+        };
+        if !done {
+            for np in node.pools {
+                let pool = &self.index.pools[np.pool];
+                if let Some(reason) = &pool.invalid {
+                    return Err(AllocError::InvalidPool {
+                        pool: pool.id(),
+                        reason: reason.clone(),
+                    });
+                }
             }
+            // Sorted and without repeats (as a set), the first eight.
+            let mut notes: Vec<String> = a
+                .scratch
+                .notes
+                .iter()
+                .map(|(d, why)| format!("{}: {why}", self.index.device(*d).device.name))
+                .collect();
+            crate::map::sort_by_str(&mut notes, String::as_str);
+            notes.dedup();
+            notes.truncate(8);
+            return Ok(AllocOutcome::Unfit(notes));
         }
-        // Sorted and without repeats (as a set), the first eight.
-        let mut notes: Vec<String> = a
-            .scratch
-            .notes
-            .iter()
-            .map(|(d, why)| format!("{}: {why}", input.index.device(*d).device.name))
-            .collect();
-        crate::map::sort_by_str(&mut notes, String::as_str);
-        notes.dedup();
-        notes.truncate(8);
-        return Ok(AllocOutcome::Unfit(notes));
+        // What building the results would reject must fail Filter too (without building them).
+        for chosen in &a.results {
+            a.check_node_selector(chosen)?;
+        }
+        Ok(AllocOutcome::Allocated(Allocation {
+            results: std::mem::take(&mut a.results),
+            selected_sub: std::mem::take(&mut a.selected_sub),
+        }))
     }
-    // What building the results would reject must fail Filter too (without building them).
-    for chosen in &a.results {
-        a.check_node_selector(chosen)?;
-    }
-    Ok(AllocOutcome::Allocated(Allocation {
-        results: std::mem::take(&mut a.results),
-        selected_sub: std::mem::take(&mut a.selected_sub),
-    }))
-}
 
-/// Builds the API results of an [`Allocation`] that [`allocate`] returned for the same input
-/// (the same claims, classes and node): device results, configs, node selector.
-pub fn materialize(input: &Input<'_>, allocation: &Allocation) -> Result<Vec<ClaimResult>, String> {
-    let mut a = Allocator::new(input, Allocator::cached_reqs(input), Allocator::scratch(input)?);
-    a.prepare()?;
-    if a.reqs.len() != allocation.results.len() {
-        return Err(format!(
-            "internal: an allocation of {} claims materialized for {}",
-            allocation.results.len(),
-            a.reqs.len()
-        ));
+    /// Builds the API results of an [`Allocation`] that [`Allocator::allocate`] returned for the
+    /// same claims and node: device results, configs, node selector.
+    pub fn materialize(
+        &self,
+        node: &NodeInput<'_>,
+        allocation: &Allocation,
+    ) -> Result<Vec<ClaimResult>, AllocError> {
+        let mut a = Search::new(self, node, self.cached_reqs(), self.scratch()?);
+        a.prepare()?;
+        if a.reqs.len() != allocation.results.len() {
+            return Err(AllocError::Mismatch {
+                allocated: allocation.results.len(),
+                prepared: a.reqs.len(),
+            });
+        }
+        a.results = allocation.results.clone();
+        a.selected_sub = allocation.selected_sub.clone();
+        a.build_results()
     }
-    a.results = allocation.results.clone();
-    a.selected_sub = allocation.selected_sub.clone();
-    a.build_results()
+
+    /// The cycle's buffers for one allocation call. Calls do not nest: buffers already
+    /// borrowed are an internal error.
+    fn scratch(&self) -> Result<std::cell::RefMut<'a, Scratch>, AllocError> {
+        self.cycle_cache
+            .scratch
+            .try_borrow_mut()
+            .map_err(|_| AllocError::Nested)
+    }
+
+    /// The requests an earlier call of the cycle prepared for the same claims, if any.
+    fn cached_reqs(&self) -> Option<std::sync::Arc<Reqs>> {
+        if !self.cacheable() {
+            return None;
+        }
+        self.cycle_cache.reqs.borrow().clone()
+    }
+
+    /// Whether the claims are the cycle's own, in order (no per-node variant): then their
+    /// prepared requests are the same in every call of the cycle.
+    fn cacheable(&self) -> bool {
+        self.claims.iter().enumerate().all(|(i, c)| c.slot == Some(i))
+    }
 }
 
 /// The devices chosen per claim. Inline up to the common size (a pod with one claim of one or
@@ -480,7 +486,7 @@ type Results = SmallVec<[SmallVec<[Chosen; 2]>; 1]>;
 /// allocates nothing for them.
 type Reqs = SmallVec<[SmallVec<[SmallVec<[ReqData; 1]>; 2]>; 1]>;
 
-/// (claim, request, subrequest) positions in [`Allocator::reqs`].
+/// (claim, request, subrequest) positions in [`Search::reqs`].
 type ReqPos = (usize, usize, usize);
 
 #[derive(Clone, Copy, Debug, Default)]
@@ -495,17 +501,17 @@ struct Pos {
 enum Stop {
     /// A claim would get more than [`MAX_RESULTS_PER_CLAIM`] devices.
     MaxSize,
-    /// Counting proves the claims cannot fit ([`Allocator::shortfall`]), for this reason.
+    /// Counting proves the claims cannot fit ([`Search::shortfall`]), for this reason.
     Short(String),
     /// [`MAX_STEPS`] devices tried.
     Budget,
-    /// Bad input.
-    Fatal(String),
+    /// Bad input (boxed: the search's results stay as small as they were with a text).
+    Fatal(Box<AllocError>),
 }
 
-impl From<String> for Stop {
-    fn from(e: String) -> Self {
-        Stop::Fatal(e)
+impl From<AllocError> for Stop {
+    fn from(e: AllocError) -> Self {
+        Stop::Fatal(Box::new(e))
     }
 }
 
@@ -524,9 +530,9 @@ type ReqSelector = (
 /// One request (or subrequest) of a claim, prepared for the search. Owned, so that the calls
 /// of a cycle share one preparation ([`CycleCache`]); what it reads of the claim (names,
 /// tolerations, capacity, affinity outcomes) is looked up by position in the call's input
-/// ([`Allocator::fields`]).
+/// ([`Search::fields`]).
 struct ReqData {
-    /// Position of the claim in [`Input::claims`].
+    /// Position of the claim in [`Allocator::claims`].
     claim: usize,
     /// Position of the request in the claim.
     request: usize,
@@ -540,40 +546,43 @@ struct ReqData {
     num_devices: usize,
     /// The count asked for (`Exact` mode; 0 for `All`), in u64 whatever the target's usize.
     requested: u64,
-    /// Key of the [`CycleCache`] entries; `None`: not cached.
-    cache_key: Option<CacheKey>,
-    /// What the request wants ([`Allocator::wanted`]) on the devices of the first applicable
-    /// extractor set it meets, for every call sharing this preparation: a request meets one set
-    /// on most nodes, so the device loop compares one id instead of probing the cycle's map
-    /// (other sets use the map).
-    wanted_first: std::sync::OnceLock<(u32, Wanted)>,
-    /// What the request needs of the first capacity shape it meets ([`search::Need`]), keyed by
-    /// the index's shared capacity map ([`crate::index::DeviceEntry::capacity`]): capacity names
+    /// What the affinity constraint reads of the request, with what it wants on the first
+    /// applicable extractor set it meets (for every call sharing this preparation).
+    affinity: RequestAffinity,
+    /// What the request needs of the first capacity shape it meets ([`need::Need`]), keyed by
+    /// the index's shared capacity map (`DeviceEntry::capacity`): capacity names
     /// are matched and request policies applied once, not per device (other shapes compute it).
     need_first: std::sync::OnceLock<(
         std::sync::Arc<crate::model::Map<String, crate::model::DeviceCapacity>>,
-        search::Need,
+        need::Need,
     )>,
 }
 
-impl<'a> Allocator<'a> {
-    /// What a prepared request reads of its claim in this call's input.
+impl<'a> Search<'a> {
+    /// What a prepared request reads of its claim in this call's claims.
     fn fields(&self, rd: &ReqData) -> setup::RequestFields<'a> {
-        request_fields(self.input, rd)
+        request_fields(self.alloc, rd)
     }
 
-    /// The affinity outcomes of a prepared request (per extractor group).
-    fn affinity_of(&self, rd: &ReqData) -> &'a [Option<Outcome>] {
-        let a = self.input.claims[rd.claim].affinity;
-        a.get(rd.request)
-            .and_then(|v| v.get(rd.sub.unwrap_or(0)))
+    /// What the request wants on the device ([`Gate::wanted`]).
+    fn wanted(&self, rd: &ReqData, d: DevIdx) -> affinity::Wanted {
+        self.gate.wanted(&rd.affinity, d)
+    }
+}
+
+impl ClaimOutcomes for Allocator<'_> {
+    fn outcomes(&self, claim: usize, request: usize, sub: usize) -> &[Option<Outcome>] {
+        self.claims[claim]
+            .affinity
+            .get(request)
+            .and_then(|v| v.get(sub))
             .map_or(&[], Vec::as_slice)
     }
 }
 
-/// [`Allocator::fields`].
-fn request_fields<'a>(input: &Input<'a>, rd: &ReqData) -> setup::RequestFields<'a> {
-    let claim: &'a ResourceClaim = input.claims[rd.claim].claim;
+/// [`Search::fields`].
+fn request_fields<'a>(alloc: &Allocator<'a>, rd: &ReqData) -> setup::RequestFields<'a> {
+    let claim: &'a ResourceClaim = alloc.claims[rd.claim].claim;
     let r = &claim.spec.devices.requests[rd.request];
     match (rd.sub, &r.exactly) {
         (Some(si), _) => setup::RequestFields::sub(r, &r.first_available[si]),
@@ -596,9 +605,9 @@ static NO_EXACT_REQUEST: crate::model::ExactDeviceRequest = crate::model::ExactD
 
 /// The class of a prepared request, and the expression of its selector `i` (class selectors,
 /// then the request's own), for error messages.
-fn selector_source<'a>(input: &Input<'a>, rd: &ReqData, i: usize) -> (Option<&'a DeviceClass>, &'a str) {
-    let fields = request_fields(input, rd);
-    let class = input.classes.get(fields.class_name);
+fn selector_source<'a>(alloc: &Allocator<'a>, rd: &ReqData, i: usize) -> (Option<&'a DeviceClass>, &'a str) {
+    let fields = request_fields(alloc, rd);
+    let class = alloc.classes.get(fields.class_name);
     let class_selectors = class.map_or(&[][..], |c| c.spec.selectors.as_slice());
     let expr = match class_selectors.get(i) {
         Some(s) => &s.cel.expression,
@@ -616,24 +625,27 @@ struct Chosen {
     req: (usize, usize),
     dev: DevIdx,
     admin: bool,
-    /// A shared allocation (it consumes capacity: [`search::consumption`]).
+    /// A shared allocation (it consumes capacity: [`need::consumption`]).
     shared: bool,
     affinity: Option<std::sync::Arc<Values>>,
     joined_lock: bool,
 }
 
-struct Allocator<'a> {
-    input: &'a Input<'a>,
+/// One allocation call on one node: the search's own state over the cycle's [`Allocator`].
+struct Search<'a> {
+    /// What the calls of the cycle share.
+    alloc: &'a Allocator<'a>,
+    /// The node.
+    node: &'a NodeInput<'a>,
+    /// The affinity constraint's view of the cycle and the node.
+    gate: Gate<'a>,
     /// Candidate devices of the node in first-fit order (valid, complete pools only).
     cands: std::sync::Arc<[DevIdx]>,
     /// Per claim, per request, per subrequest (or one); shared with the cycle cache. Empty until
-    /// [`Allocator::prepare`] when the cycle cache had none.
+    /// [`Search::prepare`] when the cycle cache had none.
     reqs: std::sync::Arc<Reqs>,
     selected_sub: FxHashMap<(usize, usize), usize>,
-    /// Per claim, up to the last claim that has constraints (a claim past the end has none).
-    constraints: Vec<Vec<Constraint>>,
     results: Results,
-    counters: CounterState,
     /// The call's own state, in the cycle's buffers (borrowed for the call, emptied when it
     /// ends: the next call of the cycle finds them empty, with their capacity).
     scratch: std::cell::RefMut<'a, Scratch>,
@@ -641,7 +653,7 @@ struct Allocator<'a> {
     steps: u32,
 }
 
-impl Allocator<'_> {
+impl Search<'_> {
     /// Counts one device tried: checks the counting bounds once at [`BOUNDS_AFTER`] steps, and
     /// stops the search at [`MAX_STEPS`].
     fn step(&mut self) -> Result<(), Stop> {
@@ -658,18 +670,10 @@ impl Allocator<'_> {
     }
 }
 
-impl Drop for Allocator<'_> {
+impl Drop for Search<'_> {
     /// Empties the call's buffers for the next call of the cycle.
     fn drop(&mut self) {
         self.scratch.clear();
-    }
-}
-
-fn lookup<'e>(entry: &'e crate::index::DeviceEntry, driver: &str, attr: &str) -> Lookup<'e> {
-    match entry.lookup_attribute(driver, attr) {
-        Some(Ok(v)) => Lookup::Value(v),
-        Some(Err(())) => Lookup::Invalid,
-        None => Lookup::Missing,
     }
 }
 

@@ -1,16 +1,16 @@
 //! Candidate ordering: devices already locked to the wanted values first (consolidation).
 
-use super::Allocator;
+use super::Search;
 use crate::affinity::LockState;
 use crate::index::DevIdx;
 
 /// A candidate order of one request: the node's candidates in first-fit order, or a range of
 /// the call's order buffer (`Scratch::order_buf`). Valid while the level of the search that
 /// computed it runs: a level drops the orders computed below it when it returns
-/// ([`Allocator::order_truncate`]).
+/// ([`Search::order_truncate`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Order {
-    /// [`Allocator::cands`] as they are.
+    /// [`Search::cands`] as they are.
     Cands,
     /// `order_buf[start..start + len]`.
     Buf { start: usize, len: usize },
@@ -20,7 +20,7 @@ pub(super) enum Order {
 #[derive(Clone, Copy)]
 pub(super) struct OrderMark(usize, usize);
 
-impl<'a> Allocator<'a> {
+impl<'a> Search<'a> {
     /// Where the orders stand now.
     pub(super) fn order_mark(&self) -> OrderMark {
         OrderMark(self.scratch.order_buf.len(), self.scratch.order.len())
@@ -49,7 +49,7 @@ impl<'a> Allocator<'a> {
         }
     }
 
-    /// The device at position `pos` of an order (`pos` below [`Allocator::order_len`]).
+    /// The device at position `pos` of an order (`pos` below [`Search::order_len`]).
     pub(super) fn order_at(&self, order: Order, pos: usize) -> DevIdx {
         match order {
             Order::Cands => self.cands[pos],
@@ -57,7 +57,7 @@ impl<'a> Allocator<'a> {
         }
     }
 
-    /// [`Allocator::order_for`] before this call's tentative locks, cached per request.
+    /// [`Search::order_for`] before this call's tentative locks, cached per request.
     fn persistent_order(&mut self, ci: usize, ri: usize, si: usize) -> Order {
         if let Some((_, o)) = self.scratch.order.iter().find(|(k, _)| *k == (ci, ri, si)) {
             return *o;
@@ -65,18 +65,19 @@ impl<'a> Allocator<'a> {
         // Taken out while the request's data is borrowed, put back below.
         let mut buf = std::mem::take(&mut self.scratch.order_buf);
         let start = buf.len();
-        if self.input.consolidate && !self.input.extractors.is_empty() {
-            let rd = &self.reqs[ci][ri][si];
-            let index = self.input.index;
+        if self.alloc.consolidate && !self.alloc.extractors.is_empty() {
+            let req = &self.reqs[ci][ri][si].affinity;
+            let gate = self.gate;
+            let index = self.alloc.index;
             for &d in self.cands.iter() {
                 // Only a shared device of an affinity pool that is locked can be joined; check the
                 // cheap conditions before computing the values the request wants, the lock first
                 // (a dense table: most devices of a node are not locked).
-                let joined = match self.lock(d) {
+                let joined = match gate.lock(d) {
                     LockState::Locked(l) => {
                         index.flags(d).allow_multiple()
-                            && self.input.extractors.pool_has_affinity(index, d)
-                            && matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
+                            && self.alloc.extractors.pool_has_affinity(index, d)
+                            && gate.joins(req, d, l)
                     }
                     _ => false,
                 };
@@ -116,24 +117,24 @@ impl<'a> Allocator<'a> {
     /// Locks this request itself set are left out, so the order stays the same for all devices of
     /// the request (the search resumes at a position in it).
     fn with_tentative_joins(&mut self, ci: usize, ri: usize, si: usize, base: Order) -> Order {
-        if !self.input.consolidate || self.scratch.allocating_affinity.is_empty() {
+        if !self.alloc.consolidate || self.scratch.tentative.affinity.is_empty() {
             return base;
         }
-        let rd = &self.reqs[ci][ri][si];
+        let req = &self.reqs[ci][ri][si].affinity;
+        let gate = self.gate;
         let joins: Vec<DevIdx> = self
             .scratch
-            .allocating_affinity
+            .tentative
+            .affinity
             .iter()
-            .filter(|&(&d, (values, holders))| {
+            .filter(|&(d, values, holders)| {
                 let own = self.results[ci]
                     .iter()
                     .filter(|c| c.req == (ri, si) && c.dev == d && c.affinity.is_some())
                     .count();
-                *holders > own
-                    && !matches!(self.lock(d), LockState::Locked(_))
-                    && matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, values))
+                holders > own && !matches!(gate.lock(d), LockState::Locked(_)) && gate.joins(req, d, values)
             })
-            .map(|(&d, _)| d)
+            .map(|(d, _, _)| d)
             .collect();
         if joins.is_empty() {
             return base;
@@ -143,10 +144,8 @@ impl<'a> Allocator<'a> {
         let len = self.order_len(base);
         let persistent = (0..len)
             .map(|pos| self.order_at(base, pos))
-            .take_while(|&d| match self.lock(d) {
-                LockState::Locked(l) => {
-                    matches!(self.wanted(rd, d), Ok(Some(w)) if self.input.extractors.same(&w, l))
-                }
+            .take_while(|&d| match gate.lock(d) {
+                LockState::Locked(l) => gate.joins(req, d, l),
                 _ => false,
             })
             .count();

@@ -3,8 +3,8 @@
 
 use crate::FxHashMap as HashMap;
 
-use super::search::consumption;
-use super::{Allocator, Chosen, ClaimResult, DeviceChoice};
+use super::need::consumption;
+use super::{AllocError, Chosen, ClaimResult, DeviceChoice, Search};
 use crate::index::{DeviceKey, Index};
 use crate::model::{
     AllocationResult, DeviceAllocationConfiguration, DeviceAllocationResult, DeviceRequestAllocationResult,
@@ -12,12 +12,12 @@ use crate::model::{
 };
 use crate::node_selector;
 
-impl<'a> Allocator<'a> {
-    pub(super) fn build_results(&self) -> Result<Vec<ClaimResult>, String> {
-        let index = self.input.index;
+impl<'a> Search<'a> {
+    pub(super) fn build_results(&self) -> Result<Vec<ClaimResult>, AllocError> {
+        let index = self.alloc.index;
         let mut out = Vec::with_capacity(self.results.len());
         for (ci, chosen) in self.results.iter().enumerate() {
-            let claim = self.input.claims[ci].claim;
+            let claim = self.alloc.claims[ci].claim;
             let mut results = Vec::with_capacity(chosen.len());
             let mut choices = Vec::with_capacity(chosen.len());
             for ch in chosen {
@@ -70,7 +70,7 @@ impl<'a> Allocator<'a> {
         &self,
         ci: usize,
         claim: &ResourceClaim,
-    ) -> Result<Vec<DeviceAllocationConfiguration>, String> {
+    ) -> Result<Vec<DeviceAllocationConfiguration>, AllocError> {
         let mut out: Vec<DeviceAllocationConfiguration> = Vec::new();
         let mut class_ranges: HashMap<&str, (usize, usize)> = HashMap::default();
         let mut names = Vec::new();
@@ -83,12 +83,11 @@ impl<'a> Allocator<'a> {
             let fields = self.fields(&per_req[si]);
             let name = fields.full_name();
             names.push((fields.request.to_string(), name.clone()));
-            let class = self.input.classes.get(fields.class_name).ok_or_else(|| {
-                format!(
-                    "internal: device class {} of a prepared request not found",
-                    fields.class_name
-                )
-            })?;
+            let class = self
+                .alloc
+                .classes
+                .get(fields.class_name)
+                .ok_or_else(|| AllocError::PreparedClassMissing(fields.class_name.to_string()))?;
             if let Some(&(start, end)) = class_ranges.get(class.metadata.name.as_str()) {
                 for c in &mut out[start..end] {
                     c.requests.push(name.clone());
@@ -135,19 +134,19 @@ impl<'a> Allocator<'a> {
     /// Where a device is available: pinned to its node (a node name), or the node selector of
     /// its slice (or of the device, for per-device placement).
     fn placement(&self, dev: crate::index::DevIdx) -> (bool, Option<&NodeSelector>) {
-        let index = self.input.index;
+        let index = self.alloc.index;
         let entry = index.device(dev);
         index.pools[entry.pool].slices[entry.slice].placement(&entry.device)
     }
 
-    /// The error [`Allocator::node_selector`] gives for `chosen`, without building the selector
+    /// The error [`Search::node_selector`] gives for `chosen`, without building the selector
     /// (Filter checks this; Reserve builds the selector): a slice selector of more than one term
     /// before any node-local device.
-    pub(super) fn check_node_selector(&self, chosen: &[Chosen]) -> Result<(), String> {
+    pub(super) fn check_node_selector(&self, chosen: &[Chosen]) -> Result<(), AllocError> {
         // The device flags answer without the slice (a pool and a slice entry per node: two
         // likely cache misses per Filter call at 5,000 nodes); the slice is read for the message.
         for ch in chosen {
-            let flags = self.input.index.flags(ch.dev);
+            let flags = self.alloc.index.flags(ch.dev);
             if flags.node_local() {
                 return Ok(());
             }
@@ -156,7 +155,7 @@ impl<'a> Allocator<'a> {
                     .placement(ch.dev)
                     .1
                     .map_or(0, |s| s.node_selector_terms.len());
-                return Err(format!("unsupported ResourceSlice.NodeSelector with {n} terms"));
+                return Err(AllocError::NodeSelectorTerms(n));
             }
         }
         Ok(())
@@ -164,14 +163,14 @@ impl<'a> Allocator<'a> {
 
     /// Upstream `createNodeSelector`: node-local devices pin the claim to the node; otherwise the
     /// single-term selectors of the slices are merged; none means available everywhere.
-    pub(super) fn node_selector(&self, chosen: &[Chosen]) -> Result<Option<NodeSelector>, String> {
+    pub(super) fn node_selector(&self, chosen: &[Chosen]) -> Result<Option<NodeSelector>, AllocError> {
         self.check_node_selector(chosen)?;
         let mut term = NodeSelectorTerm::default();
         for ch in chosen {
             let (named, sel) = self.placement(ch.dev);
             if named {
                 return Ok(Some(node_selector::node_name_selector(
-                    &self.input.node.metadata.name,
+                    &self.node.node.metadata.name,
                 )));
             }
             // At most one term (checked above).

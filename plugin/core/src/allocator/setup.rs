@@ -6,89 +6,75 @@ use smallvec::SmallVec;
 
 use std::sync::Arc;
 
-use super::search::selectable;
-use super::{Allocator, CacheKey, Input, MAX_RESULTS_PER_CLAIM, Mode, ReqData, ReqSelector, Reqs};
-use crate::affinity;
+use super::{
+    AllocError, Allocator, CacheKey, MAX_RESULTS_PER_CLAIM, Mode, NodeInput, ReqData, ReqSelector, Reqs,
+    RequestName, Search,
+};
+use crate::affinity::{self, Gate, RequestAffinity};
 use crate::constraints::{Constraint, RequestScope};
-use crate::counters::CounterState;
 use crate::model::{
     DeviceClass, DeviceRequest, DeviceSelector, DeviceSubRequest, DeviceToleration, ExactDeviceRequest, Map,
 };
 use crate::quantity::Quantity;
 
-impl<'a> Allocator<'a> {
-    /// An allocator for `input` with the requests the cycle prepared before (`reqs`; `None`:
-    /// prepared by [`Allocator::prepare`]), working in the cycle's buffers (`scratch`, from
-    /// [`Allocator::scratch`]). Kept apart from the fallible preparation so that the allocator
-    /// (about 1 KB) is built in its final place instead of being copied out of a `Result`.
+impl<'a> Search<'a> {
+    /// A search on `node` for the cycle's allocator, with the requests the cycle prepared before
+    /// (`reqs`; `None`: prepared by [`Search::prepare`]), working in the cycle's buffers
+    /// (`scratch`). Kept apart from the fallible preparation so that the search (about 1 KB) is
+    /// built in its final place instead of being copied out of a `Result`.
     pub(super) fn new(
-        input: &'a Input<'a>,
+        alloc: &'a Allocator<'a>,
+        node: &'a NodeInput<'a>,
         reqs: Option<Arc<Reqs>>,
         scratch: std::cell::RefMut<'a, super::Scratch>,
     ) -> Self {
-        Allocator {
-            input,
-            cands: input.candidates.clone(),
+        Search {
+            alloc,
+            node,
+            gate: Gate {
+                index: alloc.index,
+                extractors: alloc.extractors,
+                cel: alloc.cel,
+                locks: node.locks,
+                cache: &alloc.cycle_cache.wanted,
+                claims: alloc,
+            },
+            cands: node.candidates.clone(),
             reqs: reqs.unwrap_or_default(),
             selected_sub: FxHashMap::default(),
-            constraints: Vec::new(),
-            results: SmallVec::with_capacity(input.claims.len()),
-            counters: CounterState::default(),
+            results: SmallVec::with_capacity(alloc.claims.len()),
             scratch,
             steps: 0,
         }
     }
 
-    /// The cycle's buffers for one allocation call. Calls do not nest: buffers already
-    /// borrowed are an internal error.
-    pub(super) fn scratch(input: &'a Input<'a>) -> Result<std::cell::RefMut<'a, super::Scratch>, String> {
-        input
-            .cycle_cache
-            .scratch
-            .try_borrow_mut()
-            .map_err(|_| "internal: an allocation call inside another".to_string())
-    }
-
-    /// The requests an earlier call of the cycle prepared for the same claims, if any.
-    pub(super) fn cached_reqs(input: &Input<'_>) -> Option<Arc<Reqs>> {
-        if !Self::cacheable(input) {
-            return None;
-        }
-        input.cycle_cache.reqs.borrow().clone()
-    }
-
-    /// Whether the input's claims are the cycle's own, in order (no per-node variant): then
-    /// their prepared requests are the same in every call of the cycle.
-    fn cacheable(input: &Input<'_>) -> bool {
-        input.claims.iter().enumerate().all(|(i, c)| c.slot == Some(i))
-    }
-
-    /// Prepares the requests (unless [`Allocator::new`] had them) and the constraints of the
-    /// input's claims, claim by claim (the first error is the same either way). Requests are
+    /// Prepares the requests (unless [`Search::new`] had them) and the constraints of the
+    /// allocator's claims, claim by claim (the first error is the same either way). Requests are
     /// kept in the cycle cache for the next call unless one of them is in `All` mode (whose
     /// device set depends on the node).
-    pub(super) fn prepare(&mut self) -> Result<(), String> {
-        let input = self.input;
+    pub(super) fn prepare(&mut self) -> Result<(), AllocError> {
+        let alloc = self.alloc;
         // Requests from the cycle cache cover every claim; otherwise there are none yet.
-        let build = self.reqs.len() != input.claims.len();
+        let build = self.reqs.len() != alloc.claims.len();
         let mut reqs = Reqs::new();
-        for (ci, c) in input.claims.iter().enumerate() {
+        for (ci, c) in alloc.claims.iter().enumerate() {
             if build {
                 reqs.push(self.claim_requests(ci)?);
             }
             let cons = claim_constraints(c)?;
             if !cons.is_empty() {
                 // Only up to the last claim with constraints: a pod without any allocates nothing.
-                self.constraints.resize_with(ci, Vec::new);
-                self.constraints.push(cons);
+                let constraints = &mut self.scratch.tentative.constraints;
+                constraints.resize_with(ci, Vec::new);
+                constraints.push(cons);
             }
             self.results.push(SmallVec::new());
         }
         if build {
             let reqs = Arc::new(reqs);
             let all = reqs.iter().flatten().flatten().any(|rd| rd.mode == Mode::All);
-            if !all && Self::cacheable(input) {
-                *input.cycle_cache.reqs.borrow_mut() = Some(Arc::clone(&reqs));
+            if !all && alloc.cacheable() {
+                *alloc.cycle_cache.reqs.borrow_mut() = Some(Arc::clone(&reqs));
             }
             self.reqs = reqs;
         }
@@ -96,8 +82,8 @@ impl<'a> Allocator<'a> {
     }
 
     /// The prepared requests of claim `ci`: per request, per subrequest (or one).
-    fn claim_requests(&self, ci: usize) -> Result<SmallVec<[SmallVec<[ReqData; 1]>; 2]>, String> {
-        let c = &self.input.claims[ci];
+    fn claim_requests(&self, ci: usize) -> Result<SmallVec<[SmallVec<[ReqData; 1]>; 2]>, AllocError> {
+        let c = &self.alloc.claims[ci];
         let mut out: SmallVec<[SmallVec<[ReqData; 1]>; 2]> =
             SmallVec::with_capacity(c.claim.spec.devices.requests.len());
         // In u64 from the requested counts (not `num_devices`, which saturates at usize::MAX on
@@ -111,10 +97,10 @@ impl<'a> Allocator<'a> {
             let mut per_req: SmallVec<[ReqData; 1]> = SmallVec::new();
             if let Some(ex) = &r.exactly {
                 if !r.first_available.is_empty() {
-                    return Err(format!(
-                        "claim {}, request {}: exactly one of exactly and firstAvailable must be set",
-                        c.key, r.name
-                    ));
+                    return Err(AllocError::ExactlyAndFirstAvailable {
+                        claim: c.key.to_string(),
+                        request: r.name.clone(),
+                    });
                 }
                 per_req.push(self.request_data(
                     (ci, ri, None),
@@ -132,19 +118,20 @@ impl<'a> Allocator<'a> {
                     )?);
                 }
             } else {
-                return Err(format!(
-                    "claim {}, request {}: neither exactly nor firstAvailable is set (unsupported request type?)",
-                    c.key, r.name
-                ));
+                return Err(AllocError::NoRequestType {
+                    claim: c.key.to_string(),
+                    request: r.name.clone(),
+                });
             }
             min_devices = min_devices.saturating_add(per_req.iter().map(|d| d.requested).min().unwrap_or(0));
             out.push(per_req);
         }
         if min_devices > MAX_RESULTS_PER_CLAIM as u64 {
-            return Err(format!(
-                "claim {}: number of requested devices {min_devices} exceeds the claim limit of {MAX_RESULTS_PER_CLAIM}",
-                c.key
-            ));
+            return Err(AllocError::TooManyDevices {
+                claim: c.key.to_string(),
+                requested: min_devices,
+                limit: MAX_RESULTS_PER_CLAIM,
+            });
         }
         Ok(out)
     }
@@ -155,7 +142,7 @@ impl<'a> Allocator<'a> {
         fields: RequestFields<'a>,
         admin: bool,
         cache_key: Option<CacheKey>,
-    ) -> Result<ReqData, String> {
+    ) -> Result<ReqData, AllocError> {
         let RequestFields {
             request,
             sub,
@@ -165,33 +152,43 @@ impl<'a> Allocator<'a> {
             count,
             ..
         } = fields;
-        let claim = self.input.claims[ci].key;
-        // Formatted only into an error.
-        let name = affinity::FullName(request, sub);
+        // Owned only into an error.
+        let claim = || self.alloc.claims[ci].key.to_string();
+        let name = || RequestName::new(request, sub);
         if class_name.is_empty() {
-            return Err(format!(
-                "claim {claim}, request {name}: missing device class name"
-            ));
+            return Err(AllocError::MissingClassName {
+                claim: claim(),
+                request: name(),
+            });
         }
-        let class =
-            self.input.classes.get(class_name).ok_or_else(|| {
-                format!("claim {claim}, request {name}: device class {class_name} not found")
+        let class = self
+            .alloc
+            .classes
+            .get(class_name)
+            .ok_or_else(|| AllocError::ClassNotFound {
+                claim: claim(),
+                request: name(),
+                class: class_name.to_string(),
             })?;
         let mode = match mode.unwrap_or("ExactCount") {
             "ExactCount" | "" => {
                 let n = count.unwrap_or(1);
                 if n < 1 {
-                    return Err(format!(
-                        "claim {claim}, request {name}: count {n} must be at least 1"
-                    ));
+                    return Err(AllocError::BadCount {
+                        claim: claim(),
+                        request: name(),
+                        count: n,
+                    });
                 }
                 Mode::Exact(usize::try_from(n).unwrap_or(usize::MAX))
             }
             "All" => Mode::All,
             other => {
-                return Err(format!(
-                    "claim {claim}, request {name}: unsupported allocation mode {other}"
-                ));
+                return Err(AllocError::UnsupportedMode {
+                    claim: claim(),
+                    request: name(),
+                    mode: other.to_string(),
+                });
             }
         };
         let mut rd = ReqData {
@@ -211,33 +208,41 @@ impl<'a> Allocator<'a> {
                 Mode::Exact(_) => count.map_or(1, i64::unsigned_abs),
                 Mode::All => 0,
             },
-            cache_key,
-            wanted_first: Default::default(),
+            affinity: RequestAffinity {
+                admin,
+                claim: ci,
+                request: ri,
+                sub: si.unwrap_or(0),
+                key: cache_key,
+                memo: Default::default(),
+            },
             need_first: Default::default(),
         };
         if mode == Mode::All {
-            for np in self.input.pools {
-                let pool = &self.input.index.pools[np.pool];
+            for np in self.node.pools {
+                let pool = &self.alloc.index.pools[np.pool];
                 if !pool.complete {
-                    return Err(format!(
-                        "claim {claim}, request {name}: asks for all devices, but resource pool {} is currently being updated",
-                        pool.id()
-                    ));
+                    return Err(AllocError::AllModePoolUpdating {
+                        claim: claim(),
+                        request: name(),
+                        pool: pool.id(),
+                    });
                 }
                 if pool.invalid.is_some() {
-                    return Err(format!(
-                        "claim {claim}, request {name}: asks for all devices, but resource pool {} is currently invalid",
-                        pool.id()
-                    ));
+                    return Err(AllocError::AllModePoolInvalid {
+                        claim: claim(),
+                        request: name(),
+                        pool: pool.id(),
+                    });
                 }
                 for &s in &np.slices {
                     for &d in &pool.slices[s].devices {
                         // Devices that are not viable because of persistent state are left out, like
                         // capacity-insufficient shared devices: a lock to other values, an
                         // unreconstructable device, strict gating failing for this request.
-                        if selectable(self.input, &rd, d)?
+                        if self.selectable(&rd, d)?
                             && self.capacity_fits(&rd, d) == Some(true)
-                            && self.persistently_viable(&rd, d)
+                            && self.gate.persistently_viable(&rd.affinity, d)
                         {
                             rd.all_devices.push(d);
                         }
@@ -265,17 +270,17 @@ impl<'a> Allocator<'a> {
                 .iter()
                 .map(|s| (true, s))
                 .chain(selectors.iter().map(|s| (false, s)))
-                .map(|(from_class, s)| (from_class, self.input.cel.selector(&s.cel.expression)))
+                .map(|(from_class, s)| (from_class, self.alloc.cel.selector(&s.cel.expression)))
                 .collect()
         };
         let Some(key) = cache_key else {
             return compile();
         };
-        if let Some(c) = self.input.cycle_cache.selectors.borrow().get(&key) {
+        if let Some(c) = self.alloc.cycle_cache.selectors.borrow().get(&key) {
             return c.clone();
         }
         let c = compile();
-        self.input
+        self.alloc
             .cycle_cache
             .selectors
             .borrow_mut()
@@ -285,18 +290,27 @@ impl<'a> Allocator<'a> {
 }
 
 /// The constraints of a claim, with no value seen yet.
-fn claim_constraints(c: &super::ClaimInput<'_>) -> Result<Vec<Constraint>, String> {
+fn claim_constraints(c: &super::ClaimInput<'_>) -> Result<Vec<Constraint>, AllocError> {
     let mut cons = Vec::new();
     for (i, k) in c.claim.spec.devices.constraints.iter().enumerate() {
         let scope = RequestScope::new(&k.requests);
         cons.push(match (&k.match_attribute, &k.distinct_attribute) {
-            (Some(attr), None) => Constraint::Match { scope, attribute: attr.clone(), value: None, count: 0 },
-            (None, Some(attr)) => Constraint::Distinct { scope, attribute: attr.clone(), values: Default::default() },
+            (Some(attr), None) => Constraint::Match {
+                scope,
+                attribute: attr.clone(),
+                value: None,
+                count: 0,
+            },
+            (None, Some(attr)) => Constraint::Distinct {
+                scope,
+                attribute: attr.clone(),
+                values: Default::default(),
+            },
             _ => {
-                return Err(format!(
-                    "claim {}, constraint #{i}: exactly one of matchAttribute and distinctAttribute must be set",
-                    c.key
-                ));
+                return Err(AllocError::BadConstraint {
+                    claim: c.key.to_string(),
+                    index: i,
+                });
             }
         });
     }

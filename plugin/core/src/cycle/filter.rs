@@ -4,7 +4,7 @@
 use super::Cycle;
 use super::results::NodeResult;
 use super::score::node_rank;
-use crate::allocator::{self, AllocOutcome, ClaimInput, ClaimResult};
+use crate::allocator::{self, AllocError, AllocOutcome, ClaimInput, ClaimResult};
 use crate::index::DevIdx;
 use crate::node_selector;
 use crate::object::Kind;
@@ -118,8 +118,8 @@ impl Cycle {
             };
         }
         let locks = state.lock_table(d, candidates);
-        let input = cycle.allocator_input(state, d, &locks, node, (pools, candidates), &inputs);
-        let outcome = allocator::allocate(&input);
+        let on = Self::node_input(d, &locks, node, (pools, candidates));
+        let outcome = cycle.allocator(state, d, &inputs).allocate(&on);
         // The claims borrow `variants`, which the result keeps.
         drop(inputs);
         match outcome {
@@ -145,37 +145,45 @@ impl Cycle {
                 }
                 fail(Status::unschedulable(reason))
             }
-            Ok(AllocOutcome::TimedOut) => fail(Status::unresolvable("timed out trying to allocate devices")),
-            Err(e) if e.starts_with("invalid resource pool") => fail(Status::unschedulable(e)),
+            Err(e @ AllocError::TimedOut) => fail(Status::unresolvable(e)),
+            Err(e @ AllocError::InvalidPool { .. }) => fail(Status::unschedulable(e)),
             Err(e) => fail(Status::error(e)),
         }
     }
 
-    /// The allocator's input for one node of the current cycle (Filter, and Reserve building
-    /// the chosen node's results).
-    fn allocator_input<'a>(
+    /// The allocator of the current cycle for `claims` (Filter, and Reserve building the chosen
+    /// node's results).
+    fn allocator<'a>(
         &'a self,
         state: &'a ClusterState,
         d: &'a Derived,
-        locks: &'a crate::affinity::LockTable,
-        node: &'a crate::model::Node,
-        (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
         claims: &'a [ClaimInput<'a>],
-    ) -> allocator::Input<'a> {
-        allocator::Input {
+    ) -> allocator::Allocator<'a> {
+        allocator::Allocator {
             index: &d.index,
             extractors: &d.extractors,
             cel: &state.cel,
             classes: &state.classes,
-            uses: &d.uses,
-            locks,
-            node,
-            pools,
-            candidates,
             claims,
             consolidate: state.config.consolidate,
             selector_cache: &d.selector_cache,
             cycle_cache: &self.cache,
+        }
+    }
+
+    /// What the allocator reads of one node.
+    fn node_input<'a>(
+        d: &'a Derived,
+        locks: &'a crate::affinity::LockTable,
+        node: &'a crate::model::Node,
+        (pools, candidates): (&'a [crate::index::NodePool], &'a std::sync::Arc<[DevIdx]>),
+    ) -> allocator::NodeInput<'a> {
+        allocator::NodeInput {
+            node,
+            pools,
+            candidates,
+            uses: &d.uses,
+            locks,
         }
     }
 
@@ -224,8 +232,11 @@ impl Cycle {
         let inputs = cycle.claim_inputs(&r.variants, &trimmed);
         let positions = cycle.positions(&r.variants);
         let locks = state.lock_table(d, candidates);
-        let input = cycle.allocator_input(state, d, &locks, node, (pools, candidates), &inputs);
-        let results = allocator::materialize(&input, allocation).map_err(Status::error)?;
+        let on = Self::node_input(d, &locks, node, (pools, candidates));
+        let results = cycle
+            .allocator(state, d, &inputs)
+            .materialize(&on, allocation)
+            .map_err(Status::error)?;
         for (cr, n) in results.into_iter().zip(positions) {
             out[n] = cr;
         }

@@ -16,9 +16,10 @@ use crate::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
-use crate::affinity::{Config, Extractors, LockState, LockTable, Values};
+use crate::affinity::{Extractors, LockState, LockTable, Values};
 use crate::allocator::{AllocatedState, SelectorCache};
 use crate::cel::CelCache;
+use crate::config::Config;
 use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
 use crate::model::{DeviceClass, DeviceTaintRule, Pod, ResourceClaim, ResourceClaimTemplate};
