@@ -2,7 +2,8 @@
 //!
 //! The Kubernetes DRA structured allocator with consumable capacity (KEP-5075) and KEP-5981 sharing
 //! affinity, as a pure Rust library: no wasm, no bindings, no `unsafe`. The wasm adapters in
-//! `plugin/guest` and the native engine in `host/` call the cycle API in [`plugin`].
+//! `plugin/guest` and the engines in `host/` call [`Plugin`], whose scheduling-cycle calls are the
+//! [`contract::Scheduler`] trait. `plugin/ARCHITECTURE.md` maps every file.
 //!
 //! Layers, from the API objects to the scheduler contract:
 //! - [`quantity`], [`model`], [`object`], [`json`]: Kubernetes JSON in, exact quantities, named
@@ -14,8 +15,10 @@
 //! - [`allocator`] with [`capacity`], [`constraints`], [`counters`]: the backtracking allocator
 //!   for one node and all claims of one pod, with tentative state and rollback.
 //! - [`config`]: the plugin configuration.
-//! - [`plugin`]: the per-cycle API (prefilter, filter, score, reserve, unreserve, bind) over an
-//!   incrementally updated [`plugin::Plugin`] state.
+//! - [`plugin`]: [`Plugin`], the façade over the cluster state (objects, index, allocated state,
+//!   lock holders; updated by events), the current cycle (PreFilter builds it, Filter reads it)
+//!   and the reservations (Reserve, Unreserve, Bind); [`extended`] for KEP-5004.
+//! - [`contract`]: the scheduling-cycle calls as one trait, which every engine implements.
 #![forbid(unsafe_code)]
 
 pub mod affinity;
