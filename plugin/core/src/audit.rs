@@ -1076,7 +1076,7 @@ fn extended_claim(
     {
         return None;
     }
-    let classes: crate::FxHashMap<String, _> = objects
+    let classes: crate::hashing::FxHashMap<String, _> = objects
         .iter()
         .filter_map(|o| match o {
             Object::DeviceClass(c) => Some((c.metadata.name.to_string(), (**c).clone())),

@@ -6,7 +6,8 @@
 //! Loading objects, logs and guest memory are not part of it: how objects reach a plugin differs
 //! per runtime (the host adds them in its own trait over this one).
 
-use crate::{ClaimAllocation, Plugin, Status};
+use crate::plugin::{ClaimAllocation, Plugin};
+use crate::status::Status;
 
 /// The scheduling-cycle calls of one plugin instance, in kube-scheduler's order: PreFilter,
 /// Filter per node, PreScore and Score on the feasible nodes (or PostFilter when none is), Reserve,

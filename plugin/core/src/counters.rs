@@ -5,7 +5,7 @@
 //! per-call tally, undone on backtracking. A multi-allocatable device consumes its counters once,
 //! on its first allocation.
 
-use crate::FxHashMap as HashMap;
+use crate::hashing::FxHashMap as HashMap;
 use std::collections::BTreeMap;
 
 use crate::model::DeviceCounterConsumption;

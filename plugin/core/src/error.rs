@@ -1,5 +1,5 @@
 //! The core's error type: bad input that aborts an operation, as opposed to "unschedulable here",
-//! which is a [`crate::Status`] value.
+//! which is a [`crate::status::Status`] value.
 
 /// Errors of the core library. Each names the object and, where known, the field.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

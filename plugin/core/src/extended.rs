@@ -373,62 +373,6 @@ pub fn status_on_node<S: std::hash::BuildHasher>(
     )
 }
 
-impl crate::state::ClusterState {
-    /// The pod's special claim for this cycle: the one created in an earlier cycle, or a new one;
-    /// `None` when the pod asks for no DRA-backed extended resource.
-    pub(crate) fn extended_claim(
-        &self,
-        pod: &Pod,
-        pod_key: &str,
-    ) -> Result<Option<crate::cycle::CycleClaim>, crate::status::Status> {
-        use crate::status::Status;
-        let has_request = pod
-            .spec
-            .init_containers
-            .iter()
-            .chain(&pod.spec.containers)
-            .any(|c| !c.resources.requests.is_empty() || !c.resources.limits.is_empty());
-        if !has_request {
-            return Ok(None);
-        }
-        let mapping = class_mapping(&self.classes)
-            .map_err(|e| Status::error(format!("pod {pod_key}: extended resources: {e}")))?;
-        let resources = pod_resources(pod, &mapping);
-        if resources.is_empty() {
-            return Ok(None);
-        }
-        if let Some((key, claim)) = self.claims.iter().find(|(_, c)| is_claim_of(c, pod)) {
-            if claim.status.allocation.is_none() && !claim.spec.devices.requests.is_empty() {
-                // Upstream: a claim left from an earlier cycle is deleted before a new attempt.
-                return Err(Status::unschedulable(format!(
-                    "cannot schedule extended resource claim {key}"
-                )));
-            }
-            let mappings = pod
-                .status
-                .extended_resource_claim_status
-                .as_ref()
-                .map(|s| s.request_mappings.clone())
-                .unwrap_or_default();
-            return Ok(Some(crate::cycle::CycleClaim {
-                key: key.clone(),
-                claim: crate::model::ResourceClaim::clone(claim),
-                generated_for: None,
-                extended: mappings,
-            }));
-        }
-        let (requests, mappings) = requests_and_mappings(pod, &resources)
-            .map_err(|e| Status::unresolvable(format!("pod {pod_key}: {e}")))?;
-        let claim = new_claim(pod, requests);
-        Ok(Some(crate::cycle::CycleClaim {
-            key: crate::object::object_key(&claim.metadata.namespace, &claim.metadata.name),
-            claim,
-            generated_for: Some(pod_key.to_string()),
-            extended: mappings,
-        }))
-    }
-}
-
 /// The special claim as created for `pod` with `allocation` (on whichever node it was made), and
 /// the pod's status: the requests by the rules above for the pod and `classes`, keeping those the
 /// allocation has results for (a resource the node serves through a device plugin has none).

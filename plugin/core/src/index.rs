@@ -7,7 +7,7 @@
 //! vector or a small map, and a [`DeviceKey`] (`driver/pool/device`) that allocated state is
 //! keyed by.
 
-use crate::FxHashSet as HashSet;
+use crate::hashing::FxHashSet as HashSet;
 use std::collections::BTreeMap;
 use std::fmt;
 use std::sync::Arc;
@@ -194,7 +194,7 @@ impl DeviceData {
 /// prints in an allocation result).
 #[derive(Default)]
 struct CapacityShapes {
-    by_hash: crate::FxHashMap<u64, Vec<Arc<Map<String, DeviceCapacity>>>>,
+    by_hash: crate::hashing::FxHashMap<u64, Vec<Arc<Map<String, DeviceCapacity>>>>,
 }
 
 impl CapacityShapes {
@@ -416,9 +416,9 @@ pub struct Index {
     /// [`DeviceFlags`] of each device, aligned with `devices`.
     flags: Vec<DeviceFlags>,
     /// Device index by key.
-    pub by_key: crate::FxHashMap<DeviceKey, DevIdx>,
+    pub by_key: crate::hashing::FxHashMap<DeviceKey, DevIdx>,
     /// Device slices with a `nodeName`, by that name: (pool, slice) in index order.
-    by_node_name: crate::FxHashMap<String, Vec<(usize, usize)>>,
+    by_node_name: crate::hashing::FxHashMap<String, Vec<(usize, usize)>>,
     /// Device slices that a node selector, `allNodes` or per-device node selection place:
     /// (pool, slice) in index order. Each node checks these; named slices it finds by name.
     placed: Vec<(usize, usize)>,

@@ -14,48 +14,19 @@
 //! the pod they are for.
 
 use crate::affinity::LockState;
+pub use crate::cycle::PostFilter;
+pub use crate::reservations::ClaimAllocation;
+pub use crate::state::EventKind;
+
 use crate::cycle::Cycle;
 use crate::cycle::results::NodeResults;
 use crate::error::Error;
 use crate::index::DeviceKey;
-use crate::model::{AllocationResult, Pod, ResourceClaim};
+use crate::model::{Pod, ResourceClaim};
 use crate::object::Object;
 use crate::reservations::Reservations;
 use crate::state::{AsNode, ClusterState};
 use crate::status::Status;
-
-/// Kind of an object event.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum EventKind {
-    /// Object created (an existing object is replaced).
-    Add,
-    /// Object updated (a missing object is created).
-    Update,
-    /// Object deleted (only kind, namespace and name are read).
-    Delete,
-}
-
-/// PostFilter's answer when no node fits the cycle's pod: the status to return, and the claim
-/// whose allocation the host must clear (`status.allocation`, `status.reservedFor` and
-/// `status.devices`) so that the next attempt can allocate it again, as upstream's
-/// DynamicResources PostFilter does.
-#[derive(Clone, Debug, PartialEq)]
-pub struct PostFilter {
-    /// Always `Unschedulable`: PostFilter never makes the pod fit in this cycle.
-    pub status: Status,
-    /// The claim to deallocate (`namespace/name`), with the `metadata.resourceVersion` the plugin
-    /// saw, so that the host can refuse a claim that changed since.
-    pub deallocate: Option<(String, String)>,
-}
-
-/// The allocation chosen for one claim of the pod.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ClaimAllocation {
-    /// `namespace/name` of the claim.
-    pub claim: String,
-    /// What PreBind writes to `status.allocation`.
-    pub allocation: AllocationResult,
-}
 
 /// The DRA scheduler plugin with sharing affinity.
 pub struct Plugin {
@@ -164,7 +135,7 @@ impl Plugin {
     }
 
     /// Filter for one node of the current cycle: by name (`&str`, `&String`) or by a
-    /// [`crate::NodeName`], which remembers where the plugin found it.
+    /// [`crate::state::NodeName`], which remembers where the plugin found it.
     pub fn filter<N: AsNode + ?Sized>(&mut self, node: &N) -> Status {
         let node = node.as_node();
         let id = self.state.nodes.find(node);

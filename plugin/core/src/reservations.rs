@@ -5,7 +5,7 @@
 //! apart from the current cycle: pod A's binding cycle may run while pod B's scheduling cycle is
 //! in progress.
 
-use crate::{FxHashMap as HashMap, FxHashSet as HashSet};
+use crate::hashing::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::collections::BTreeMap;
 
 use crate::affinity;
@@ -13,8 +13,8 @@ use crate::allocator::{self, ClaimResult};
 use crate::counters::CounterState;
 use crate::cycle::Cycle;
 use crate::index::DevIdx;
+use crate::model::AllocationResult;
 use crate::model::{PodExtendedResourceClaimStatus, PodResourceClaimStatus, ResourceClaimConsumerReference};
-use crate::plugin::ClaimAllocation;
 use crate::quantity::Quantity;
 use crate::state::{ClusterState, Derived};
 use crate::status::Status;
@@ -33,6 +33,15 @@ struct Reservation {
     /// The pod's `status.extendedResourceClaimStatus` for its special extended-resource claim
     /// (KEP-5004), written on bind.
     extended: Option<crate::model::PodExtendedResourceClaimStatus>,
+}
+
+/// The allocation chosen for one claim of the pod.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClaimAllocation {
+    /// `namespace/name` of the claim.
+    pub claim: String,
+    /// What PreBind writes to `status.allocation`.
+    pub allocation: AllocationResult,
 }
 
 /// The in-flight reservations by pod key (`namespace/name`).

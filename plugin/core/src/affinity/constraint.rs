@@ -9,8 +9,8 @@ use std::cell::RefCell;
 use std::sync::{Arc, OnceLock};
 
 use super::{ExtId, Extractors, LockState, LockTable, Outcome, Rejection, SetOf, Values};
-use crate::FxHashMap;
 use crate::cel::CelCache;
+use crate::hashing::FxHashMap;
 use crate::index::{DevIdx, Index};
 
 /// What a request wants on a device: `Ok(None)` when affinity does not apply (no extractor

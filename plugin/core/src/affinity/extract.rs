@@ -263,7 +263,7 @@ pub struct Extractors {
     /// several.
     set_codes: Vec<std::sync::OnceLock<u32>>,
     /// Interned applicable sets ([`Extractors::applicable_set`]), by their extractors' groups.
-    sets: std::cell::RefCell<crate::FxHashMap<Vec<usize>, u32>>,
+    sets: std::cell::RefCell<crate::hashing::FxHashMap<Vec<usize>, u32>>,
     /// Interned affinity values ([`Extractors::intern`]).
     values: std::cell::RefCell<std::collections::HashSet<Arc<Values>, rustc_hash::FxBuildHasher>>,
     /// The interning table reached its limit: some value sets are not interned.
@@ -415,7 +415,8 @@ impl Extractors {
         let set_codes = (0..index.devices.len())
             .map(|_| std::sync::OnceLock::new())
             .collect();
-        let mut by_keys: crate::FxHashMap<&Arc<Map<String, String>>, usize> = crate::FxHashMap::default();
+        let mut by_keys: crate::hashing::FxHashMap<&Arc<Map<String, String>>, usize> =
+            crate::hashing::FxHashMap::default();
         let mut groups = Vec::new();
         let group = list
             .iter()
@@ -577,7 +578,7 @@ pub fn fingerprint(extractors: &Extractors, ids: &[ExtId]) -> u64 {
 /// usually has the same extractors, and an [`Extractor`] per pool would otherwise copy its keys
 /// and expressions.
 #[derive(Default)]
-struct KeySets(crate::FxHashSet<Arc<Map<String, String>>>);
+struct KeySets(crate::hashing::FxHashSet<Arc<Map<String, String>>>);
 
 impl KeySets {
     /// The shared copy of `keys`.

@@ -71,7 +71,7 @@ pub struct LockTable {
     slots: Vec<u32>,
     states: Vec<LockState>,
     /// Position in `states` by the address of a lock's values (kept alive by `states`).
-    positions: crate::FxHashMap<usize, u32>,
+    positions: crate::hashing::FxHashMap<usize, u32>,
 }
 
 impl Default for LockTable {

@@ -36,7 +36,7 @@ pub use error::{AllocError, RequestName, SelectorOwner};
 pub use result::share_id_for;
 pub use tentative::init_pool_counters;
 
-use crate::FxHashMap;
+use crate::hashing::FxHashMap;
 use smallvec::SmallVec;
 
 use crate::affinity::{
@@ -206,7 +206,7 @@ pub struct NodeInput<'a> {
 pub struct SelectorCache {
     /// Per device: up to `SLOTS` results as `(id + 1) << 1 | result`, 0 for a free slot.
     slots: std::cell::RefCell<Vec<[u32; SelectorCache::SLOTS]>>,
-    overflow: std::cell::RefCell<crate::FxHashMap<(DevIdx, u32), bool>>,
+    overflow: std::cell::RefCell<crate::hashing::FxHashMap<(DevIdx, u32), bool>>,
 }
 
 impl SelectorCache {

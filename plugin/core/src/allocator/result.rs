@@ -1,7 +1,7 @@
 //! Building the API results of a successful call: device results, configs, node selector,
 //! and share IDs.
 
-use crate::FxHashMap as HashMap;
+use crate::hashing::FxHashMap as HashMap;
 
 use super::need::consumption;
 use super::{AllocError, Chosen, ClaimResult, DeviceChoice, Search};

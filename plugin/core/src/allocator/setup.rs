@@ -1,7 +1,7 @@
 //! Preparing an allocation call: per-request data (class, mode, `All` device sets) and the
 //! claim constraints.
 
-use crate::FxHashMap;
+use crate::hashing::FxHashMap;
 use smallvec::SmallVec;
 
 use std::sync::Arc;

@@ -6,7 +6,7 @@
 //! function must be declared in the environment for the way it is called (global or member).
 //! Type errors (`device.driver == 1`, `quantity(1)`) surface at evaluation.
 
-use crate::FxHashSet as HashSet;
+use crate::hashing::FxHashSet as HashSet;
 use std::sync::Arc;
 
 use cel::common::ast::{CallExpr, EntryExpr, Expr, IdedExpr, LiteralValue};

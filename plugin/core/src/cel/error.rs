@@ -1,4 +1,4 @@
-//! Why a CEL expression could not be used, and how that becomes the crate's [`crate::Error`].
+//! Why a CEL expression could not be used, and how that becomes the crate's [`crate::error::Error`].
 
 /// Why a CEL expression could not be used.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -20,7 +20,7 @@ pub enum CelError {
 }
 
 impl CelError {
-    /// The crate's [`crate::Error::Cel`] for this failure of `expression`, the `field` of
+    /// The crate's [`crate::error::Error::Cel`] for this failure of `expression`, the `field` of
     /// `object`. The conversion lives here so that the crate's error type does not depend on
     /// the CEL module: the error keeps the failure as its message.
     pub fn in_expression(
@@ -28,8 +28,8 @@ impl CelError {
         object: impl Into<String>,
         field: impl Into<String>,
         expression: impl Into<String>,
-    ) -> crate::Error {
-        crate::Error::Cel {
+    ) -> crate::error::Error {
+        crate::error::Error::Cel {
             object: object.into(),
             field: field.into(),
             expression: expression.into(),

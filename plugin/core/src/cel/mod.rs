@@ -198,7 +198,7 @@ fn wrong_type(expected: &'static str, got: &Outcome) -> CelError {
     }
 }
 
-type Entries<T> = Mutex<crate::FxHashMap<String, Result<Arc<T>, CelError>>>;
+type Entries<T> = Mutex<crate::hashing::FxHashMap<String, Result<Arc<T>, CelError>>>;
 
 /// Compiles expressions once and caches them by text.
 pub struct CelCache {

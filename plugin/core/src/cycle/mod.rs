@@ -11,7 +11,7 @@ mod prefilter;
 pub(crate) mod results;
 mod score;
 
-pub(crate) use prefilter::CandidateCache;
+pub use postfilter::PostFilter;
 pub(crate) use score::normalize;
 
 use crate::allocator::{ClaimAffinity, ClaimInput};

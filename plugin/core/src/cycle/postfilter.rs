@@ -3,14 +3,26 @@
 
 use super::Cycle;
 use crate::node_selector;
-use crate::plugin::PostFilter;
 use crate::state::ClusterState;
 use crate::status::Status;
+
+/// PostFilter's answer when no node fits the cycle's pod: the status to return, and the claim
+/// whose allocation the host must clear (`status.allocation`, `status.reservedFor` and
+/// `status.devices`) so that the next attempt can allocate it again, as upstream's
+/// DynamicResources PostFilter does.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PostFilter {
+    /// Always `Unschedulable`: PostFilter never makes the pod fit in this cycle.
+    pub status: Status,
+    /// The claim to deallocate (`namespace/name`), with the `metadata.resourceVersion` the plugin
+    /// saw, so that the host can refuse a claim that changed since.
+    pub deallocate: Option<(String, String)>,
+}
 
 impl Cycle {
     /// PostFilter's choice for `pod` after no node passed Filter: an allocated claim of the pod
     /// unavailable on some node Filtered in this cycle that no other pod uses (see
-    /// [`crate::Plugin::postfilter`]).
+    /// [`crate::plugin::Plugin::postfilter`]).
     pub(crate) fn postfilter(&self, state: &ClusterState, pod: &str) -> PostFilter {
         let unschedulable = |reason: &str, deallocate| PostFilter {
             status: Status::unschedulable(reason),

@@ -2,7 +2,6 @@
 //! `<pod>-<entry>`), their classes checked, and the sharing-affinity extractors that apply to
 //! each pending request's candidate devices evaluated against the claim's config, once.
 
-use crate::FxHashMap as HashMap;
 use std::collections::BTreeSet;
 use std::rc::Rc;
 
@@ -10,10 +9,11 @@ use super::{Cycle, CycleClaim};
 use crate::affinity::{self, ExtId, Extractors, Outcome};
 use crate::allocator::ClaimAffinity;
 use crate::cel::CelCache;
+use crate::extended;
 use crate::index::Index;
-use crate::model::{DeviceClass, DeviceSelector, OwnerReference, ResourceClaim};
+use crate::model::{DeviceClass, DeviceSelector, OwnerReference, Pod, ResourceClaim};
 use crate::object::{Kind, object_key};
-use crate::state::ClusterState;
+use crate::state::{CandidateCache, ClusterState};
 use crate::status::Status;
 
 /// `ResourceClaimReservedForMaxSize`: the most consumers a claim's `status.reservedFor` holds.
@@ -155,7 +155,7 @@ impl Cycle {
                 extended: Vec::new(),
             });
         }
-        if let Some(special) = state.extended_claim(&pod, pod_key)? {
+        if let Some(special) = extended_claim(state, &pod, pod_key)? {
             claims.push(special);
         }
         let pending: Vec<usize> = (0..claims.len())
@@ -223,13 +223,10 @@ struct Candidates<'a> {
     cel: &'a CelCache,
     index: &'a Index,
     extractors: &'a Extractors,
-    classes: &'a crate::FxHashMap<String, DeviceClass>,
+    classes: &'a crate::hashing::FxHashMap<String, DeviceClass>,
     /// Kept in the slice-derived state across pods; cleared when a DeviceClass changes.
     cache: &'a CandidateCache,
 }
-
-/// [`Candidates::extractors_for`] results per (class, request selectors).
-pub(crate) type CandidateCache = std::cell::RefCell<HashMap<(String, Vec<String>), Rc<[ExtId]>>>;
 
 impl Candidates<'_> {
     /// Of the extractors that apply to some device of an affinity pool passing the class and
@@ -329,4 +326,58 @@ fn claim_affinity(candidates: &mut Candidates<'_>, cc: &CycleClaim) -> Result<Cl
         out.push(per_req);
     }
     Ok(out)
+}
+
+/// The pod's special claim for this cycle: the one created in an earlier cycle, or a new one;
+/// `None` when the pod asks for no DRA-backed extended resource.
+fn extended_claim(
+    state: &ClusterState,
+    pod: &Pod,
+    pod_key: &str,
+) -> Result<Option<crate::cycle::CycleClaim>, crate::status::Status> {
+    use crate::status::Status;
+    let has_request = pod
+        .spec
+        .init_containers
+        .iter()
+        .chain(&pod.spec.containers)
+        .any(|c| !c.resources.requests.is_empty() || !c.resources.limits.is_empty());
+    if !has_request {
+        return Ok(None);
+    }
+    let mapping = extended::class_mapping(&state.classes)
+        .map_err(|e| Status::error(format!("pod {pod_key}: extended resources: {e}")))?;
+    let resources = extended::pod_resources(pod, &mapping);
+    if resources.is_empty() {
+        return Ok(None);
+    }
+    if let Some((key, claim)) = state.claims.iter().find(|(_, c)| extended::is_claim_of(c, pod)) {
+        if claim.status.allocation.is_none() && !claim.spec.devices.requests.is_empty() {
+            // Upstream: a claim left from an earlier cycle is deleted before a new attempt.
+            return Err(Status::unschedulable(format!(
+                "cannot schedule extended resource claim {key}"
+            )));
+        }
+        let mappings = pod
+            .status
+            .extended_resource_claim_status
+            .as_ref()
+            .map(|s| s.request_mappings.clone())
+            .unwrap_or_default();
+        return Ok(Some(crate::cycle::CycleClaim {
+            key: key.clone(),
+            claim: crate::model::ResourceClaim::clone(claim),
+            generated_for: None,
+            extended: mappings,
+        }));
+    }
+    let (requests, mappings) = extended::requests_and_mappings(pod, &resources)
+        .map_err(|e| Status::unresolvable(format!("pod {pod_key}: {e}")))?;
+    let claim = extended::new_claim(pod, requests);
+    Ok(Some(crate::cycle::CycleClaim {
+        key: crate::object::object_key(&claim.metadata.namespace, &claim.metadata.name),
+        claim,
+        generated_for: Some(pod_key.to_string()),
+        extended: mappings,
+    }))
 }

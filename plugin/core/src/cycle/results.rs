@@ -11,7 +11,7 @@ pub(crate) struct NodeResult {
     /// Per pending claim (same order; empty when there is none): the node's variant of the
     /// KEP-5004 special claim when the node serves some of its resources through a device plugin.
     pub(crate) variants: Vec<Option<crate::extended::NodeVariant>>,
-    /// The node's raw affinity rank ([`crate::Plugin::affinity_rank`]), computed at Filter.
+    /// The node's raw affinity rank ([`crate::plugin::Plugin::affinity_rank`]), computed at Filter.
     pub(crate) rank: u32,
     /// Named by this cycle's PreScore (see [`Scoring::named`]).
     pub(crate) named: bool,
@@ -119,7 +119,7 @@ impl NodeResults {
 #[cfg(test)]
 mod tests {
     use super::{NodeResult, NodeResults};
-    use crate::Status;
+    use crate::status::Status;
 
     fn result(rank: u32) -> NodeResult {
         NodeResult {

@@ -62,17 +62,17 @@ impl Cycle {
         Ok(r)
     }
 
-    /// The affinity part of a passed node's rank ([`crate::Plugin::affinity_rank`]).
+    /// The affinity part of a passed node's rank ([`crate::plugin::Plugin::affinity_rank`]).
     pub(crate) fn affinity_rank(&self, id: Option<u32>, node: &str) -> Result<u32, Status> {
         Ok(self.passed(id, node, "affinity rank")?.rank % AFFINITY_SPAN)
     }
 
-    /// The prioritized-list part of a passed node's rank ([`crate::Plugin::prioritized_rank`]).
+    /// The prioritized-list part of a passed node's rank ([`crate::plugin::Plugin::prioritized_rank`]).
     pub(crate) fn prioritized_rank(&self, id: Option<u32>, node: &str) -> Result<u32, Status> {
         Ok(self.passed(id, node, "prioritized rank")?.rank / AFFINITY_SPAN)
     }
 
-    /// Score for node `id` (named `node`): see [`crate::Plugin::score`].
+    /// Score for node `id` (named `node`): see [`crate::plugin::Plugin::score`].
     pub(crate) fn score(&mut self, id: Option<u32>, node: &str) -> Result<u32, Status> {
         let (rank, named) = self.passed(id, node, "score").map(|r| (r.rank, r.named))?;
         let cycle = self;

@@ -12,7 +12,7 @@
 //! - the slice index lazily, on the first PreFilter after a slice event
 //!   ([`ClusterState::derived`]), reusing the converted devices of untouched pools.
 
-use crate::{FxHashMap as HashMap, FxHashSet as HashSet};
+use crate::hashing::{FxHashMap as HashMap, FxHashSet as HashSet};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 
@@ -24,7 +24,6 @@ use crate::error::Error;
 use crate::index::{DeviceKey, Index, NodePool};
 use crate::model::{DeviceClass, DeviceTaintRule, Pod, ResourceClaim, ResourceClaimTemplate};
 use crate::object::{Kind, Object, decode_str, identify, object_key, parse_objects};
-use crate::plugin::EventKind;
 use crate::quantity::Quantity;
 use crate::taints::TaintRule;
 
@@ -100,6 +99,11 @@ impl KnownValues {
 }
 
 /// A node's pools and candidate devices.
+/// PreFilter's candidate extractors per (class, request selectors), kept with the slice index
+/// and cleared when a DeviceClass changes.
+pub(crate) type CandidateCache =
+    RefCell<HashMap<(String, Vec<String>), std::rc::Rc<[crate::affinity::ExtId]>>>;
+
 pub(crate) type NodeDevices = (Vec<NodePool>, std::sync::Arc<[crate::index::DevIdx]>);
 
 /// Slice-derived state, rebuilt when slices or the configuration change.
@@ -112,12 +116,12 @@ pub(crate) struct Derived {
     /// Selector results per device, kept across nodes, pods and cycles until slices change.
     pub(crate) selector_cache: SelectorCache,
     /// PreFilter's candidate extractors per (class, selectors); cleared on DeviceClass events.
-    pub(crate) candidates: crate::cycle::CandidateCache,
+    pub(crate) candidates: CandidateCache,
     /// The allocated state per device of `index` (kept in step by [`ClusterState::contribute`]).
     pub(crate) uses: Vec<crate::allocator::DeviceUse>,
 }
 
-fn bump(map: &mut crate::FxHashMap<DeviceKey, usize>, key: &DeviceKey, add: bool) {
+fn bump(map: &mut crate::hashing::FxHashMap<DeviceKey, usize>, key: &DeviceKey, add: bool) {
     if add {
         *map.entry(key.clone()).or_default() += 1;
     } else if let Some(n) = map.get_mut(key) {
@@ -126,6 +130,17 @@ fn bump(map: &mut crate::FxHashMap<DeviceKey, usize>, key: &DeviceKey, add: bool
             map.remove(key);
         }
     }
+}
+
+/// Kind of an object event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum EventKind {
+    /// Object created (an existing object is replaced).
+    Add,
+    /// Object updated (a missing object is created).
+    Update,
+    /// Object deleted (only kind, namespace and name are read).
+    Delete,
 }
 
 /// What events changed that the current cycle derived from ([`ClusterState::take_invalidated`]).
@@ -147,7 +162,7 @@ pub(crate) struct ClusterState {
     pub(crate) nodes: Nodes,
     /// Pods not bound to a node (see [`ClusterState::upsert`]), and the pods our Bind bound.
     pub(crate) pods: BTreeMap<String, Box<Pod>>,
-    pub(crate) classes: crate::FxHashMap<String, DeviceClass>,
+    pub(crate) classes: crate::hashing::FxHashMap<String, DeviceClass>,
     /// ResourceSlices by name, their devices' repeated parts stored once ([`shared`]).
     pub(crate) slices: Slices,
     /// Claims by `namespace/name`, their repeated parts stored once ([`shared`]).
@@ -174,7 +189,7 @@ pub(crate) struct ClusterState {
     /// Claims our Bind allocated, with the `resourceVersion` the allocation was recorded on:
     /// events up to that version predate the Bind.
     pub(crate) bound_at: HashMap<String, u64>,
-    /// The time the host last gave ([`crate::Plugin::set_time`]), in Unix seconds: binding timeouts are
+    /// The time the host last gave ([`crate::plugin::Plugin::set_time`]), in Unix seconds: binding timeouts are
     /// measured against it, and Bind stamps allocations with it.
     pub(crate) now: Option<i64>,
     /// Warnings not yet taken ([`ClusterState::take_warnings`]), and every warning given (each once).
@@ -196,7 +211,7 @@ impl ClusterState {
             cel: CelCache::new(),
             nodes: Nodes::default(),
             pods: BTreeMap::new(),
-            classes: crate::FxHashMap::default(),
+            classes: crate::hashing::FxHashMap::default(),
             slices: Slices::default(),
             claims: Claims::default(),
             templates: BTreeMap::new(),

@@ -9,7 +9,7 @@ use crate::model::Node;
 /// The stored Nodes by name, each with a dense id that the per-node state indexes by
 /// ([`super::Derived::node_pools`], a cycle's results): a Filter call looks its node's name up once,
 /// or not at all when its caller remembers the id ([`NodeMemo`]). A node keeps its id while it
-/// exists; a deleted node's id is handed out again. Names are compared with [`crate::bytes_eq`]
+/// exists; a deleted node's id is handed out again. Names are compared with [`crate::hashing::bytes_eq`]
 /// (a `HashTable` lets the lookup choose its comparison; a `HashMap<String, _>` compares with
 /// `memcmp`, one byte per iteration in the wasm guests).
 #[derive(Default)]
@@ -226,5 +226,5 @@ fn slot(slots: &[Option<StoredNode>], id: u32) -> Option<&StoredNode> {
 
 /// Whether the node stored under `id` is named `name`.
 fn slot_named(slots: &[Option<StoredNode>], id: u32, name: &str) -> bool {
-    slot(slots, id).is_some_and(|n| crate::bytes_eq(n.name.as_bytes(), name.as_bytes()))
+    slot(slots, id).is_some_and(|n| crate::hashing::bytes_eq(n.name.as_bytes(), name.as_bytes()))
 }

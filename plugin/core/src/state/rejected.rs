@@ -10,7 +10,7 @@
 //! (KEP-5981's fail-safe: with its config unread, a shared device it holds is Unreconstructable,
 //! neither free nor shareable) until the claim decodes or is deleted.
 
-use crate::FxHashMap as HashMap;
+use crate::hashing::FxHashMap as HashMap;
 use crate::model::ResourceClaim;
 use crate::object::Kind;
 

@@ -25,7 +25,7 @@
 //! metadata slices' sharing-affinity extractors (a driver publishes the same ones per pool), with
 //! the same sweeps.
 
-use crate::FxHashSet as HashSet;
+use crate::hashing::FxHashSet as HashSet;
 use std::collections::BTreeMap;
 use std::hash::Hasher;
 use std::sync::Arc;
@@ -280,7 +280,7 @@ impl Shared {
 
 /// One kind of shared part: at most one `Arc` per JSON text, found by the text's hash.
 struct Pool<T> {
-    entries: crate::FxHashMap<u64, Arc<T>>,
+    entries: crate::hashing::FxHashMap<u64, Arc<T>>,
 }
 
 impl<T> Default for Pool<T> {
