@@ -171,6 +171,17 @@ impl<'x> Gate<'x> {
     /// (the device can be joined).
     #[inline]
     pub fn joins(&self, req: &RequestAffinity, d: DevIdx, lock: &Arc<Values>) -> bool {
+        // The request's memo, when it answers for the device's extractor set, is read in place:
+        // consolidation asks this of every candidate, and [`Gate::wanted`] would clone the values.
+        if !req.admin
+            && self.index.flags(d).allow_multiple()
+            && self.extractors.pool_has_affinity(self.index, d)
+            && let SetOf::Set(set) = self.extractors.set_of(self.index, self.cel, d)
+            && let Some((first, w)) = req.memo.0.get()
+            && *first == set
+        {
+            return matches!(w, Ok(Some(w)) if self.extractors.same(w, lock));
+        }
         matches!(self.wanted(req, d), Ok(Some(w)) if self.extractors.same(&w, lock))
     }
 }
