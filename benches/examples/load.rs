@@ -1,5 +1,5 @@
 //! Load time and guest memory for one recorded cluster and one engine: the one-off measurement
-//! behind `docs/PERFORMANCE.md` ("Load and memory at 5,000 nodes"), quicker than the criterion
+//! behind `docs/PERFORMANCE.md` ("Load and guest memory"), quicker than the criterion
 //! `load/<N>` bench.
 //!
 //! ```text

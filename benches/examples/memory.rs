@@ -2,7 +2,7 @@
 //! at a time and prints how much the guest's memory grew with each, then with the first
 //! PreFilter (which builds the slice index), then with the rest of that cycle (Filter on every
 //! node, PreScore and Score, Reserve and Bind on the first feasible node). The breakdown behind `docs/PERFORMANCE.md`
-//! ("Load and memory at 5,000 nodes").
+//! ("Load and guest memory").
 //!
 //! ```text
 //! target/release/sharing-affinity generate --nodes 5000 --devices-per-node 8 --pods 2 --out /tmp/g5000m
