@@ -785,6 +785,7 @@ pub fn wanted(outcomes: &[&Outcome]) -> Result<Values, Rejection> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::affinity::test_values as vals;
 
     /// Devices share an applicable-set id exactly when the same extractor groups apply: two
     /// pools with equal extractors (distinct entries, one per pool) share it, a pool whose
@@ -871,13 +872,6 @@ mod tests {
             ex.same(&a, &ex.intern(subnet("a".into()))),
             "interned before the limit"
         );
-    }
-
-    fn vals(pairs: &[(&str, &str)]) -> Values {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
     }
 
     #[test]

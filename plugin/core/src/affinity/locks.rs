@@ -168,13 +168,7 @@ pub fn same(a: &Arc<Values>, b: &Arc<Values>) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn vals(pairs: &[(&str, &str)]) -> Values {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    }
+    use crate::affinity::test_values as vals;
 
     #[test]
     fn lock_derivation() {

@@ -43,3 +43,12 @@ pub use extract::{
 };
 pub use locks::{LockState, LockTable, lock_from, same};
 pub use score::{Pick, rank};
+
+/// Values from `(key, value)` pairs, for the module's tests.
+#[cfg(test)]
+pub(crate) fn test_values(pairs: &[(&str, &str)]) -> Values {
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
+}
