@@ -112,6 +112,7 @@ impl ComponentPlugin {
             journal: Vec::new(),
             cycle: None,
             replacements: 0,
+            now: None,
         };
         engine.live = Some(engine.fresh_instance()?);
         Ok(engine)
@@ -366,6 +367,8 @@ enum Entry {
         node: String,
         allocations: Vec<ClaimAllocation>,
     },
+    /// A bound pod whose wait for binding conditions failed (`unbind`).
+    Unbound(String),
 }
 
 /// The scheduling cycle in progress.
@@ -415,6 +418,9 @@ pub struct ComponentEngine {
     journal: Vec<Entry>,
     cycle: Option<Cycle>,
     replacements: usize,
+    /// The time last given to the plugin ([`Scheduler::set_time`]); a wait for binding
+    /// conditions advances it.
+    now: Option<i64>,
 }
 
 impl ComponentEngine {
@@ -571,6 +577,12 @@ impl ComponentEngine {
                         .call_set_time(&mut live.store, *now)
                         .map_err(|e| trap_error(e, &limits))?;
                 }
+                Entry::Unbound(pod) => {
+                    live.store.set_epoch_deadline(limits.deadline_ticks());
+                    live.plugin
+                        .call_unbind(&mut live.store, pod)
+                        .map_err(|e| trap_error(e, &limits))?;
+                }
                 Entry::Deallocated { pod, nodes, claim } => {
                     redeallocate(&mut live, limits, pod, nodes, claim)
                         .with_context(|| format!("deallocating claim {claim} for pod {pod} again"))?;
@@ -709,6 +721,7 @@ impl PluginRuntime for ComponentEngine {
 
 impl Scheduler for ComponentEngine {
     fn set_time(&mut self, unix_seconds: i64) {
+        self.now = Some(unix_seconds);
         // A trap here is replayed with the journal on the next call (which restores first).
         if self
             .call("set-time", |l| l.plugin.call_set_time(&mut l.store, unix_seconds))
@@ -835,7 +848,35 @@ impl Scheduler for ComponentEngine {
                 allocations: allocations.clone(),
             });
         }
+        self.wait_for_binding(pod)?;
         Ok(allocations)
+    }
+}
+
+impl ComponentEngine {
+    /// PreBind's wait for the binding conditions of `pod`'s devices: `binding-poll` until it
+    /// answers `ready`; each `wait` advances the clock (a replay has no driver that could set a
+    /// condition meanwhile). A `failed` answer, or a trap while waiting, takes the binding back
+    /// with `unbind`.
+    fn wait_for_binding(&mut self, pod: &str) -> Result<(), CoreStatus> {
+        let mut polls = 0;
+        let failed = loop {
+            let poll = self.call("binding-poll", |l| l.plugin.call_binding_poll(&mut l.store, pod, polls));
+            match poll {
+                Ok(bindings::BindingPoll::Ready) => return Ok(()),
+                Ok(bindings::BindingPoll::Wait(seconds)) => {
+                    if let Some(now) = self.now {
+                        self.set_time(now + i64::from(seconds));
+                    }
+                    polls += 1;
+                }
+                Ok(bindings::BindingPoll::Failed(status)) => break self.checked(status, "binding-poll"),
+                Err(trap) => break trap,
+            }
+        };
+        self.call("unbind", |l| l.plugin.call_unbind(&mut l.store, pod))?;
+        self.journal.push(Entry::Unbound(pod.to_string()));
+        Err(failed)
     }
 }
 

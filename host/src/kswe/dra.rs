@@ -11,6 +11,8 @@
 //! - `deallocation(claim, claim_len, version, version_len) -> i32`: clears the allocation of a
 //!   claim still at `metadata.resourceVersion` `version` that no other pod uses (PostFilter).
 //! - `now() -> i64`: the host's clock in Unix seconds (the replay's time).
+//! - `wait(seconds) -> i32`: PreBind's wait for binding conditions; a replay has no driver that
+//!   could change a claim meanwhile, so it advances the clock by `seconds`.
 //!
 //! The writes return 0 or a [`DraError`] code and need a current pod (a framework callback).
 
@@ -127,6 +129,17 @@ pub fn add_dra(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
     )?;
     linker.func_wrap(MODULE_DRA, "now", |c: C<'_>| -> i64 {
         c.data().shared.cluster().now
+    })?;
+    linker.func_wrap(MODULE_DRA, "wait", |c: C<'_>, seconds: i32| -> i32 {
+        if c.data().stack.as_ref().and_then(|s| s.current_pod_object.as_ref()).is_none() {
+            return DraError::NoPod as i32;
+        }
+        if !(1..=600).contains(&seconds) {
+            return DraError::Invalid as i32;
+        }
+        let mut cluster = c.data().shared.cluster();
+        cluster.now = cluster.now.saturating_add(i64::from(seconds));
+        0
     })?;
     linker.func_wrap(
         MODULE_DRA,

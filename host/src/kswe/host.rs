@@ -692,10 +692,15 @@ impl KsweHost {
     }
 
     /// Unreserve: runs on the scheduling instance and frees the pod's binding instance; drops the
-    /// pod's pending allocations. A trap is only logged (returned here as `Some(message)`).
+    /// pod's pending allocations and removes the pod from its claims' `status.reservedFor`. A
+    /// trap is only logged (returned here as `Some(message)`).
     pub fn unreserve(&mut self, pod: &PreparedPod, node: &str) -> wasmtime::Result<Option<String>> {
         self.require(self.mask.reserve, "Unreserve")?;
-        self.cluster().store.clear_pending_for_pod(pod.uid());
+        {
+            let mut cluster = self.cluster();
+            cluster.store.clear_pending_for_pod(pod.uid());
+            cluster.store.unreserve_pod(pod.uid());
+        }
         let result = self.run(
             Export::Unreserve,
             Slot::Scheduling(pod.uid()),

@@ -46,6 +46,8 @@ pub enum DraError {
     Conflict = 3,
     /// Called outside an extension point that has a current pod.
     NoPod = 4,
+    /// `wait`: the wait ended early (a replay host never answers it).
+    Cancelled = 5,
 }
 
 #[derive(Clone, Debug)]
@@ -420,6 +422,37 @@ impl ObjectStore {
             }
         }
         claims
+    }
+
+    /// Unreserve's write (`docs/kswe-dra-extension.md` §2.2): removes the pod `pod_uid` from
+    /// `status.reservedFor` of every allocated claim that names it, as upstream's Unreserve
+    /// does; the allocations stay. Returns the claims it changed.
+    pub fn unreserve_pod(&mut self, pod_uid: &str) -> Vec<String> {
+        if pod_uid.is_empty() {
+            return Vec::new();
+        }
+        let claims: Vec<Box<ResourceClaim>> = self
+            .entries
+            .values()
+            .filter_map(|e| match &e.object {
+                Object::ResourceClaim(c)
+                    if c.status.allocation.is_some()
+                        && c.status.reserved_for.iter().any(|r| r.uid == pod_uid) =>
+                {
+                    Some(c.clone())
+                }
+                _ => None,
+            })
+            .collect();
+        let mut changed = Vec::new();
+        for mut c in claims {
+            c.status.reserved_for.retain(|r| r.uid != pod_uid);
+            let key = object_key(&c.metadata.namespace, &c.metadata.name);
+            self.apply(Change::Update, Object::ResourceClaim(c))
+                .expect("a stored claim converts back");
+            changed.push(key);
+        }
+        changed
     }
 
     /// KEP-5004: the claim the scheduler creates for the pod's extended resources backed by DRA,

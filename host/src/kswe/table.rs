@@ -87,6 +87,7 @@ pub const DRA: &[HostFn] = &[
     f(MODULE_DRA, "pending_allocation", P4, R),
     f(MODULE_DRA, "deallocation", P4, R),
     f(MODULE_DRA, "now", &[], &[I64]),
+    f(MODULE_DRA, "wait", &[I32], R),
 ];
 
 /// WASI preview 1: the 46 functions of wazero's `wasi_snapshot_preview1` module.

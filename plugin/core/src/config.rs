@@ -32,6 +32,10 @@ fn binding_timeout() -> u64 {
     600
 }
 
+/// The longest `bindingTimeoutSeconds`, a day: PreBind checks the binding conditions every
+/// [`crate::binding::POLL_SECONDS`] for that long, and a replay host runs every check.
+pub const MAX_BINDING_TIMEOUT: u64 = 86_400;
+
 impl Default for Config {
     fn default() -> Self {
         Config {
@@ -72,11 +76,10 @@ impl Config {
             let path = if e.path.is_empty() { "." } else { &e.path };
             Error::Config(format!("field {path}: {}", e.error))
         })?;
-        if !(1..=i64::MAX as u64 / 2).contains(&config.binding_timeout_seconds) {
+        if !(1..=MAX_BINDING_TIMEOUT).contains(&config.binding_timeout_seconds) {
             return Err(Error::Config(format!(
-                "field bindingTimeoutSeconds: {} is out of range (1 to {})",
+                "field bindingTimeoutSeconds: {} is out of range (1 to {MAX_BINDING_TIMEOUT})",
                 config.binding_timeout_seconds,
-                i64::MAX / 2
             )));
         }
         let cache = CelCache::new();

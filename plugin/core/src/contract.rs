@@ -6,6 +6,7 @@
 //! Loading objects, logs and guest memory are not part of it: how objects reach a plugin differs
 //! per runtime (the host adds them in its own trait over this one).
 
+use crate::binding::BindingPoll;
 use crate::plugin::{ClaimAllocation, Plugin};
 use crate::status::Status;
 
@@ -42,7 +43,10 @@ pub trait Scheduler {
     /// reservation, as after a failed Reserve, which kube-scheduler unreserves too) is only
     /// logged: the cycle has failed already.
     fn unreserve(&mut self, pod: &str, node: &str) -> Result<(), Status>;
-    /// Bind (PreBind) `pod` on `node`: records the allocation in the plugin's state.
+    /// Bind (PreBind) `pod` on `node`: records the allocation in the plugin's state, then waits
+    /// for the binding conditions of the pod's devices ([`crate::binding`]). A wait that fails
+    /// leaves the pod out of its claims' `status.reservedFor` (the allocations stay) and returns
+    /// the `Error`.
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
     /// Permit on the reserved node: the end of the scheduling cycle when binding is asynchronous.
     fn permit(&mut self, node: &str) -> Result<(), Status> {
@@ -94,7 +98,24 @@ impl Scheduler for Plugin {
         Plugin::unreserve(self, pod, node)
     }
 
+    /// Nothing changes the objects while the wait runs: each wait advances the plugin's clock.
     fn bind(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
-        Plugin::bind(self, pod, node)
+        let bound = Plugin::bind(self, pod, node)?;
+        let mut polls = 0;
+        loop {
+            match self.binding_poll(pod, polls) {
+                BindingPoll::Ready => return Ok(bound),
+                BindingPoll::Wait(seconds) => {
+                    if let Some(now) = self.now() {
+                        Plugin::set_time(self, now + i64::from(seconds));
+                    }
+                    polls += 1;
+                }
+                BindingPoll::Failed(status) => {
+                    self.unbind(pod);
+                    return Err(status);
+                }
+            }
+        }
     }
 }

@@ -24,6 +24,7 @@
 pub mod affinity;
 pub mod allocator;
 pub mod audit;
+pub mod binding;
 pub mod capacity;
 pub mod cel;
 pub mod config;
@@ -43,6 +44,7 @@ pub mod status;
 pub mod taints;
 pub mod time;
 
+pub use binding::BindingPoll;
 pub use error::Error;
 pub use hashing::{FxHashMap, FxHashSet, bytes_eq};
 pub use plugin::{ClaimAllocation, EventKind, Plugin, PostFilter};

@@ -14,6 +14,7 @@
 //! the pod they are for.
 
 use crate::affinity::LockState;
+use crate::binding::BindingPoll;
 pub use crate::cycle::PostFilter;
 pub use crate::reservations::ClaimAllocation;
 pub use crate::state::EventKind;
@@ -54,6 +55,11 @@ impl Plugin {
     /// `allocationTimestamp`.
     pub fn set_time(&mut self, unix_seconds: i64) {
         self.state.now = Some(unix_seconds);
+    }
+
+    /// The time the host last gave ([`Plugin::set_time`]), in Unix seconds.
+    pub fn now(&self) -> Option<i64> {
+        self.state.now
     }
 
     /// Applies one object event. The object is Kubernetes JSON.
@@ -303,6 +309,22 @@ impl Plugin {
             self.spare_results = c.nodes;
         }
         Ok(bound)
+    }
+
+    /// Check number `polls` (0 for the first, at once after [`Plugin::bind`]) of PreBind's wait
+    /// for the binding conditions of `pod`'s claims ([`crate::binding`]). On
+    /// [`BindingPoll::Wait`] the caller waits that many seconds, gives the plugin the changes
+    /// and the time, and checks again with `polls + 1`; on [`BindingPoll::Failed`] it calls
+    /// [`Plugin::unbind`] and fails PreBind with the status.
+    pub fn binding_poll(&self, pod: &str, polls: u32) -> BindingPoll {
+        crate::binding::poll(&self.state, pod, polls)
+    }
+
+    /// Takes back what [`Plugin::bind`] recorded for `pod` after its PreBind failed, as the
+    /// framework's Unreserve does: the pod leaves `status.reservedFor` of its claims (their
+    /// allocations stay) and is no longer bound. Returns the claims (`namespace/name`) it left.
+    pub fn unbind(&mut self, pod: &str) -> Vec<String> {
+        crate::binding::unbind(&mut self.state, pod)
     }
 
     /// The lock state of a device, from the claims holding it.

@@ -9,7 +9,7 @@ use std::cell::RefCell;
 
 use sharing_affinity_core::model::{AllocationResult, DeviceRequestAllocationResult};
 use sharing_affinity_core::{
-    ClaimAllocation as CoreClaimAllocation, Code as CoreCode, EventKind as CoreEventKind, NodeName, Plugin,
+    BindingPoll as CoreBindingPoll, ClaimAllocation as CoreClaimAllocation, Code as CoreCode, EventKind as CoreEventKind, NodeName, Plugin,
     Status as CoreStatus,
 };
 
@@ -132,6 +132,21 @@ impl Guest for Component {
             || Err(not_configured()),
             |plugin| allocations(plugin.bind(&pod, &node)),
         )
+    }
+
+    fn binding_poll(pod: String, polls: u32) -> BindingPoll {
+        with_plugin(
+            || BindingPoll::Failed(not_configured()),
+            |plugin| match plugin.binding_poll(&pod, polls) {
+                CoreBindingPoll::Ready => BindingPoll::Ready,
+                CoreBindingPoll::Wait(seconds) => BindingPoll::Wait(seconds),
+                CoreBindingPoll::Failed(s) => BindingPoll::Failed(status(s)),
+            },
+        )
+    }
+
+    fn unbind(pod: String) -> Vec<String> {
+        with_plugin(Vec::new, |plugin| plugin.unbind(&pod))
     }
 }
 

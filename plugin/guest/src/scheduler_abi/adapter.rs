@@ -21,7 +21,7 @@ use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::json;
 use sharing_affinity_core::model::AllocationResult;
 use sharing_affinity_core::object::{Kind, json_string, object_key};
-use sharing_affinity_core::{ClaimAllocation, EventKind, Plugin, PostFilter};
+use sharing_affinity_core::{BindingPoll, ClaimAllocation, EventKind, Plugin, PostFilter};
 use sharing_affinity_core::{Code, FxHashMap, Status};
 use sharing_affinity_kswe_proto as proto;
 
@@ -47,6 +47,14 @@ pub trait Backend: Scheduler + Sized {
     fn take_warnings(&mut self) -> Vec<String> {
         Vec::new()
     }
+    /// PreBind's write without the wait: records the reserved allocations of `pod` on `node`
+    /// ([`Plugin::bind`]); the adapter then waits for the binding conditions itself, with the
+    /// host's `wait` and change feed.
+    fn record_binding(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status>;
+    /// One check of `pod`'s binding conditions ([`Plugin::binding_poll`]).
+    fn binding_poll(&self, pod: &str, polls: u32) -> BindingPoll;
+    /// Takes back the binding of `pod` after its PreBind failed ([`Plugin::unbind`]).
+    fn unbind(&mut self, pod: &str);
 }
 
 impl Backend for Plugin {
@@ -61,6 +69,15 @@ impl Backend for Plugin {
     }
     fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool {
         Plugin::claim(self, claim).is_some_and(|c| c.status.allocation.as_ref() != Some(allocation))
+    }
+    fn record_binding(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        Plugin::bind(self, pod, node)
+    }
+    fn binding_poll(&self, pod: &str, polls: u32) -> BindingPoll {
+        Plugin::binding_poll(self, pod, polls)
+    }
+    fn unbind(&mut self, pod: &str) {
+        Plugin::unbind(self, pod);
     }
     fn take_warnings(&mut self) -> Vec<String> {
         Plugin::take_warnings(self)
@@ -129,6 +146,16 @@ pub fn deallocation_error(code: i32) -> &'static str {
         1 => "the claim does not exist",
         3 => "the claim changed since the plugin saw it, or another pod uses it",
         4 => "no pod is being scheduled",
+        _ => "unknown error",
+    }
+}
+
+/// The meaning of a non-zero result of `wait` (`docs/kswe-dra-extension.md` §2.5).
+pub fn wait_error(code: i32) -> &'static str {
+    match code {
+        2 => "the host refused the number of seconds",
+        4 => "no pod is being scheduled",
+        5 => "the wait ended early: the call's context is done",
         _ => "unknown error",
     }
 }
@@ -580,14 +607,52 @@ impl<B: Backend> GuestState<B> {
             self.cycle = None;
         }
         self.backend.set_time(imports::dra_now());
-        match self.backend.bind(&r.pod, &node) {
-            Ok(allocations) => self.write_back(&allocations, false),
+        match self.backend.record_binding(&r.pod, &node) {
+            Ok(allocations) => {
+                let written = self.write_back(&allocations, false);
+                if written.code != Code::Success as i32 {
+                    return written;
+                }
+                self.wait_for_binding(&r.pod)
+            }
             Err(status) => {
                 // The binding cycle fails; the framework's Unreserve may run on another
                 // instance, so the reservation is released here.
                 let _ = self.backend.unreserve(&r.pod, &r.node);
                 status.into()
             }
+        }
+    }
+
+    /// PreBind's wait for the binding conditions of `pod`'s claims (`sharing-affinity.dra/v1`
+    /// §2.5): checks at once, then after each `wait` with the changes and the time since. When
+    /// the wait fails, the plugin's state takes the binding back; the framework's Unreserve then
+    /// has the host drop the pod from the claims' `status.reservedFor`.
+    fn wait_for_binding(&mut self, pod: &str) -> Reply {
+        let mut polls = 0;
+        loop {
+            let failed = match self.backend.binding_poll(pod, polls) {
+                BindingPoll::Ready => return Reply::ok(),
+                BindingPoll::Failed(status) => status,
+                BindingPoll::Wait(seconds) => {
+                    let code = imports::dra_wait(seconds);
+                    let synced = if code == 0 { self.sync() } else { Ok(()) };
+                    match (code, synced) {
+                        (0, Ok(())) => {
+                            self.backend.set_time(imports::dra_now());
+                            polls += 1;
+                            continue;
+                        }
+                        (0, Err(e)) => Status::error(format!("waiting for binding conditions: {e}")),
+                        (code, _) => Status::error(format!(
+                            "sharing-affinity.dra/v1.wait: {} (code {code})",
+                            wait_error(code)
+                        )),
+                    }
+                }
+            };
+            self.backend.unbind(pod);
+            return failed.into();
         }
     }
 

@@ -103,12 +103,20 @@ unsafe extern "C" {
     fn dra_deallocation_raw(claim: u32, claim_len: u32, version: u32, version_len: u32) -> i32;
     #[link_name = "now"]
     fn dra_now_raw() -> i64;
+    #[link_name = "wait"]
+    fn dra_wait_raw(seconds: u32) -> i32;
 }
 
 /// `now`: the host's clock in Unix seconds.
 pub fn dra_now() -> i64 {
     // SAFETY: no arguments, no memory access.
     unsafe { dra_now_raw() }
+}
+
+/// `wait`: blocks PreBind for `seconds` (a replay host advances its clock); 0 or an error code.
+pub fn dra_wait(seconds: u32) -> i32 {
+    // SAFETY: one integer argument, no memory access.
+    unsafe { dra_wait_raw(seconds) }
 }
 
 /// `deallocation`: clears the allocation of `claim` (`namespace/name`) if its

@@ -33,6 +33,10 @@ pub struct FakeHost {
     pub pending: Vec<(String, String)>,
     /// What `now` returns (Unix seconds).
     pub now: i64,
+    /// `wait` calls (seconds); each advances `now` when `wait_result` is 0.
+    pub waits: Vec<u32>,
+    /// The code `wait` returns (0 = waited).
+    pub wait_result: i32,
     /// Accepted `deallocation` calls: claim, resourceVersion.
     pub deallocations: Vec<(String, String)>,
     /// The code `allocation`, `pending_allocation` and `deallocation` return (0 = accepted).
@@ -132,6 +136,17 @@ pub fn dra_deallocation(claim: &str, resource_version: &str) -> i32 {
                 .push((claim.to_string(), resource_version.to_string()));
         }
         h.write_result
+    })
+}
+
+/// `wait`: records the call and, when it succeeds, advances `now`.
+pub fn dra_wait(seconds: u32) -> i32 {
+    with_host(|h| {
+        h.waits.push(seconds);
+        if h.wait_result == 0 {
+            h.now += i64::from(seconds);
+        }
+        h.wait_result
     })
 }
 
