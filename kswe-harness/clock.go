@@ -1,17 +1,30 @@
 package main
 
 import (
+	"context"
 	"time"
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"sharing-affinity/kswe-harness/dramodule"
 )
 
-// Now implements dramodule.Backend: the replay's clock, which stands still (docs/kswe-dra-extension.md
-// §2.4).
+// Now implements dramodule.Backend: the replay's clock (docs/kswe-dra-extension.md §2.4), the
+// recording's time, which moves only when a PreBind waits (Wait).
 func (s *store) Now() int64 {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.clock
+}
+
+// Wait implements dramodule.Backend (§2.5): a replay has no driver that could set binding
+// conditions, so instead of sleeping it advances the clock by seconds at once; every later Now,
+// of this pod's PreBind and of later cycles, sees the advance.
+func (s *store) Wait(_ context.Context, seconds uint32) int32 {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clock += int64(seconds)
+	return dramodule.OK
 }
 
 // recordingTime is the replay's clock, as the Rust replay sets it (`Cluster::now`): the newest

@@ -364,14 +364,17 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 	if failed != "" || best == "" {
 		return out, nil
 	}
-	fail := func(step string, status *framework.Status) {
+	// fail records a failure after Reserve and unreserves the pod with the context of the cycle
+	// that failed, as kube-scheduler does after a failed Reserve or Permit (scheduling cycle) and
+	// a failed PreBind or Bind (binding cycle, handleBindingCycleError).
+	fail := func(ctx context.Context, step string, status *framework.Status) {
 		msg := fmt.Sprintf("%s on node %s: %s", step, best, display(status))
 		out.Error = &msg
 		r.unreserve(ctx, state, pod, best)
 	}
 	if pl, ok := r.plugin.(framework.ReservePlugin); ok {
 		if status := guarded(func() *framework.Status { return pl.Reserve(ctx, state, pod, best) }); !succeeded(status) {
-			fail("reserve", status)
+			fail(ctx, "reserve", status)
 			return out, nil
 		}
 	}
@@ -381,7 +384,7 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 			return s
 		})
 		if !succeeded(status) {
-			fail("bind", status)
+			fail(ctx, "bind", status)
 			return out, nil
 		}
 	}
@@ -391,20 +394,20 @@ func (r *replayer) schedule(key string) (*podOutcome, func()) {
 		ctx := dramodule.WithPod(r.root, pod)
 		if pl, ok := r.plugin.(framework.PreBindPlugin); ok {
 			if status := guarded(func() *framework.Status { return pl.PreBind(ctx, state, pod, node) }); !succeeded(status) {
-				fail("bind", status)
+				fail(ctx, "bind", status)
 				return
 			}
 		}
 		if pl, ok := r.plugin.(framework.BindPlugin); ok {
 			status := guarded(func() *framework.Status { return pl.Bind(ctx, state, pod, node) })
 			if !succeeded(status) && !status.IsSkip() {
-				fail("bind", status)
+				fail(ctx, "bind", status)
 				return
 			}
 		}
 		// The default binder (the guest's Bind returns Skip).
 		if err := r.store.BindPod(key, node); err != nil {
-			fail("bind", framework.AsStatus(err))
+			fail(ctx, "bind", framework.AsStatus(err))
 			return
 		}
 		if pl, ok := r.plugin.(framework.PostBindPlugin); ok {
@@ -480,8 +483,6 @@ func (r *replayer) scores(ctx context.Context, state *framework.CycleState, pod 
 	return scores, ""
 }
 
-// unreserve runs Unreserve and drops the pod's pending allocations (docs/kswe-dra-extension.md
-// §2.2: the host drops them when the framework calls Unreserve).
 // postFilter runs PostFilter as kube-scheduler does when no node fits: only after every node was
 // rejected as Unschedulable or UnschedulableAndUnresolvable (an Error ends the cycle without it).
 // It records the claim the guest deallocated, and an Error status as the pod's error, as the Rust
@@ -515,11 +516,15 @@ func (r *replayer) postFilter(ctx context.Context, state *framework.CycleState, 
 	}
 }
 
+// unreserve is the framework's Unreserve for a pod, in the wrapper's order (scheduler/wrapper):
+// the host's part first (docs/kswe-dra-extension.md §2.2, §2.6: the pending allocations are
+// dropped and the pod leaves status.reservedFor of its allocated claims), then the plugin's
+// Unreserve. The pod's writes are not reported.
 func (r *replayer) unreserve(ctx context.Context, state *framework.CycleState, pod *corev1.Pod, node string) {
+	r.store.Unreserve(string(pod.UID))
 	if pl, ok := r.plugin.(framework.ReservePlugin); ok {
 		_ = guarded(func() *framework.Status { pl.Unreserve(ctx, state, pod, node); return nil })
 	}
-	r.store.ClearPending(string(pod.UID))
 	r.store.TakeWrites(string(pod.UID))
 }
 

@@ -9,6 +9,7 @@ package main
 import (
 	"encoding/json"
 	"fmt"
+	"sort"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -33,7 +34,7 @@ type store struct {
 	writes map[string][]write
 	// deallocated is the claim PostFilter deallocated, per pod UID.
 	deallocated map[string]string
-	// clock is what Now answers (Unix seconds): the recording's time.
+	// clock is what Now answers (Unix seconds): the recording's time, advanced by Wait.
 	clock int64
 }
 
@@ -342,14 +343,42 @@ func (s *store) extendedClaim(claim string, pod *corev1.Pod, hasStatus bool, all
 	return object, status, dramodule.OK
 }
 
-// ClearPending drops a pod's pending allocations (Unreserve). A KEP-5004 special claim of the pod
-// that is still unallocated is deleted and the pod's status.extendedResourceClaimStatus cleared
-// when it names that claim, as upstream's Unreserve deletes the claim it created (a claim
-// generated from a template stays: the resourceclaim controller keeps it). Mirrors
-// `ObjectStore::clear_pending_for_pod`.
+// ClearPending drops a pod's pending allocations (the first step of Unreserve). A KEP-5004
+// special claim of the pod that is still unallocated is deleted and the pod's
+// status.extendedResourceClaimStatus cleared when it names that claim, as upstream's Unreserve
+// deletes the claim it created (a claim generated from a template stays: the resourceclaim
+// controller keeps it). Mirrors `ObjectStore::clear_pending_for_pod`.
 func (s *store) ClearPending(podUID string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.clearPending(podUID)
+}
+
+// Unreserve is the host's part of the framework's Unreserve for a pod (docs/kswe-dra-extension.md
+// §2.2), in one step under the lock: ClearPending, then the pod, by UID, leaves status.reservedFor
+// of every allocated claim that names it (a new revision of each, in key order), as upstream's
+// Unreserve patches it out. The allocation stays: after a failed PreBind the claim is allocated
+// and reserved for no pod until a PostFilter deallocates it.
+func (s *store) Unreserve(podUID string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.clearPending(podUID)
+	var reserved []map[string]any
+	for _, claim := range s.feed.List("ResourceClaim") {
+		if status := dramodule.Status(claim); status["allocation"] != nil && dramodule.ReservedForPod(status, podUID) {
+			reserved = append(reserved, claim)
+		}
+	}
+	sort.Slice(reserved, func(i, j int) bool {
+		return dramodule.IDOf(reserved[i]).Key < dramodule.IDOf(reserved[j]).Key
+	})
+	for _, claim := range reserved {
+		s.feed.Put(withStatus(claim, func(status map[string]any) { dramodule.ReleaseFor(status, podUID) }))
+	}
+}
+
+// clearPending is ClearPending with the lock held.
+func (s *store) clearPending(podUID string) {
 	for _, claim := range s.feed.PendingOf(podUID) {
 		s.feed.ForgetPending(claim)
 		id := dramodule.ID{Kind: "ResourceClaim", Key: claim}

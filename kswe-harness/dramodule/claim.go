@@ -1,6 +1,7 @@
 package dramodule
 
-// Status edits shared by the backends' writes (§2.2, §2.3), on claims as JSON fields.
+// Status edits shared by the backends' writes (§2.2, §2.3) and by Unreserve, on claims as JSON
+// fields.
 
 import (
 	corev1 "k8s.io/api/core/v1"
@@ -45,6 +46,34 @@ func ReserveFor(status map[string]any, pod *corev1.Pod) {
 	}
 	status["reservedFor"] = append(append([]any(nil), reserved...),
 		map[string]any{"resource": "pods", "name": pod.Name, "uid": string(pod.UID)})
+}
+
+// ReservedForPod reports whether a claim status's reservedFor names the pod with UID podUID (by UID
+// alone, as upstream's resourceclaim.IsReservedForPod).
+func ReservedForPod(status map[string]any, podUID string) bool {
+	for _, r := range reservedFor(status) {
+		if uid, _, ok := consumer(r); ok && uid == podUID {
+			return true
+		}
+	}
+	return false
+}
+
+// ReleaseFor removes every entry with UID podUID from a claim status's reservedFor, in a new list
+// (the old one is not changed), as upstream's Unreserve patch `{"$patch":"delete","uid":...}` does.
+// An emptied list is removed: the API server omits it.
+func ReleaseFor(status map[string]any, podUID string) {
+	var kept []any
+	for _, r := range reservedFor(status) {
+		if uid, _, ok := consumer(r); !ok || uid != podUID {
+			kept = append(kept, r)
+		}
+	}
+	if len(kept) == 0 {
+		delete(status, "reservedFor")
+		return
+	}
+	status["reservedFor"] = kept
 }
 
 // ReservedForOthers reports whether a claim status's reservedFor names a consumer other than the

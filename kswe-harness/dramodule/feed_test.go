@@ -158,3 +158,29 @@ func TestReservedFor(t *testing.T) {
 		t.Errorf("cleared: %v", mine)
 	}
 }
+
+// ReleaseFor deletes by UID alone, as upstream's `$patch: delete` with merge key uid does, into a
+// new list; an emptied list goes.
+func TestReleaseForDeletesByUID(t *testing.T) {
+	old := []any{
+		map[string]any{"resource": "pods", "name": "p", "uid": "u1"},
+		map[string]any{"resource": "pods", "name": "q", "uid": "u2"},
+		map[string]any{"resource": "other", "name": "p", "uid": "u1"},
+	}
+	before := fmt.Sprint(old)
+	status := map[string]any{"reservedFor": old}
+	if !ReservedForPod(status, "u1") || ReservedForPod(status, "u3") {
+		t.Fatal("ReservedForPod answers by UID")
+	}
+	ReleaseFor(status, "u1")
+	if reserved, _, _ := unstructured.NestedSlice(status, "reservedFor"); len(reserved) != 1 || fmt.Sprint(old) != before {
+		t.Fatalf("reservedFor %v (old list %v)", status["reservedFor"], old)
+	}
+	if ReservedForPod(status, "u1") || !ReservedForPod(status, "u2") {
+		t.Errorf("after releasing u1: %v", status["reservedFor"])
+	}
+	ReleaseFor(status, "u2")
+	if _, found := status["reservedFor"]; found {
+		t.Errorf("an emptied reservedFor is kept: %v", status["reservedFor"])
+	}
+}

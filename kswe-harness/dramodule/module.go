@@ -24,14 +24,20 @@ import (
 // Name is the import module name the guest uses.
 const Name = "sharing-affinity.dra/v1"
 
-// Results of allocation, pending_allocation and deallocation (docs/kswe-dra-extension.md §2.2, §2.3).
+// Results of allocation, pending_allocation, deallocation and wait (docs/kswe-dra-extension.md
+// §2.2, §2.3, §2.5).
 const (
 	OK       int32 = 0
 	NotFound int32 = 1
 	Invalid  int32 = 2
 	Conflict int32 = 3
 	NoPod    int32 = 4
+	// Canceled is wait's result when the call's context ended before the wait did.
+	Canceled int32 = 5
 )
+
+// MaxWait is the longest wait, in seconds, that wait accepts (§2.5).
+const MaxWait = 600
 
 // Backend holds the objects the module serves and takes the guest's writes. Its methods are
 // called from guest calls, possibly on several goroutines at once.
@@ -47,6 +53,10 @@ type Backend interface {
 	Deallocate(claim, version string, pod *corev1.Pod) int32
 	// Now is the backend's clock in Unix seconds (§2.4).
 	Now() int64
+	// Wait is PreBind's wait of seconds (1 to MaxWait) for binding conditions (§2.5): OK once
+	// the time has passed, Canceled when ctx ends first. It must not hold a lock that the other
+	// methods take while it waits. The module calls it only with a current pod in ctx.
+	Wait(ctx context.Context, seconds uint32) int32
 }
 
 type podKey struct{}
@@ -122,6 +132,23 @@ func New(ctx context.Context, s Backend) (*Host, error) {
 	now := func(_ context.Context, _ api.Module, stack []uint64) {
 		stack[0] = api.EncodeI64(s.Now())
 	}
+	// wait checks the pod before the range, as the writers check it before their input; a
+	// context already done ends the wait before it starts.
+	wait := func(ctx context.Context, _ api.Module, stack []uint64) {
+		seconds := api.DecodeI32(stack[0])
+		var result int32
+		switch {
+		case CurrentPod(ctx) == nil:
+			result = NoPod
+		case seconds < 1 || seconds > MaxWait:
+			result = Invalid
+		case ctx.Err() != nil:
+			result = Canceled
+		default:
+			result = s.Wait(ctx, uint32(seconds))
+		}
+		stack[0] = api.EncodeI32(result)
+	}
 	b := r.NewHostModuleBuilder(Name)
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(changes), params, results).
 		WithParameterNames("cursor", "cursor_len", "buf", "buf_limit").Export("changes")
@@ -133,6 +160,8 @@ func New(ctx context.Context, s Backend) (*Host, error) {
 		WithParameterNames("claim", "claim_len", "version", "version_len").Export("deallocation")
 	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(now), nil, []api.ValueType{api.ValueTypeI64}).
 		Export("now")
+	b.NewFunctionBuilder().WithGoModuleFunction(api.GoModuleFunc(wait), []api.ValueType{i32}, results).
+		WithParameterNames("seconds").Export("wait")
 	// Compile and InstantiateModule rather than b.Instantiate: the builder wraps its instance in a
 	// type that the import resolver cannot link (wazero v1.11 panics on it).
 	compiled, err := b.Compile(ctx)

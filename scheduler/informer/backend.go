@@ -3,7 +3,8 @@
 // feed a dramodule.Feed, the feed the harness's recorded store also keeps, where every
 // add/update/delete is a revision (docs/kswe-dra-extension.md §2.1); WriteAllocation and
 // Deallocate update the claim's status through the API server with optimistic concurrency (§2.2,
-// §2.3).
+// §2.3), ReleaseClaims patches the pod out of status.reservedFor at Unreserve (§2.2), and Wait
+// sleeps while PreBind waits for binding conditions (§2.5).
 package informer
 
 import (
@@ -215,7 +216,8 @@ func (b *Backend) SetPending(claim string, pod *corev1.Pod, allocation []byte) i
 	return dramodule.OK
 }
 
-// DropPending drops the pending allocations of a pod (Unreserve, §2.2).
+// DropPending drops the pending allocations of a pod (Unreserve, §2.2; ReleaseClaims does the
+// rest).
 func (b *Backend) DropPending(podUID string) {
 	b.mu.Lock()
 	defer b.mu.Unlock()

@@ -58,12 +58,6 @@ func (b *Backend) Deallocate(claim, version string, pod *corev1.Pod) int32 {
 		}
 		return dramodule.Conflict
 	}
-	if written.GetKind() == "" {
-		written.SetAPIVersion("resource.k8s.io/v1")
-		written.SetKind("ResourceClaim")
-	}
-	b.mu.Lock()
-	b.put(written.UnstructuredContent())
-	b.mu.Unlock()
+	b.keepWritten(written)
 	return dramodule.OK
 }

@@ -33,6 +33,9 @@ type Backend interface {
 	dramodule.Backend
 	// DropPending drops the pod's pending allocations (Unreserve).
 	DropPending(podUID string)
+	// ReleaseClaims removes the pod from status.reservedFor of every allocated claim that names
+	// it (Unreserve); a failed write is logged, not returned.
+	ReleaseClaims(ctx context.Context, pod *v1.Pod)
 	// Claim is the ResourceClaim `namespace/name` as the backend has it (not to be modified), or
 	// nil.
 	Claim(key string) map[string]any
@@ -312,10 +315,13 @@ func (p *Plugin) Reserve(ctx context.Context, state *framework.CycleState, pod *
 	return nil
 }
 
-// Unreserve implements framework.ReservePlugin: drops the pod's pending allocations (§2.2), then
-// delegates.
+// Unreserve implements framework.ReservePlugin: drops the pod's pending allocations and removes
+// the pod from status.reservedFor of its allocated claims, as upstream's DynamicResources
+// Unreserve does (docs/kswe-dra-extension.md §2.2; after a failed PreBind the claims stay
+// allocated, reserved for no pod), then delegates.
 func (p *Plugin) Unreserve(ctx context.Context, state *framework.CycleState, pod *v1.Pod, node string) {
 	p.backend.DropPending(string(pod.UID))
+	p.backend.ReleaseClaims(ctx, pod)
 	if pl, ok := p.inner.(framework.ReservePlugin); ok {
 		pl.Unreserve(p.ctx(ctx, pod), state, pod, node)
 	}
