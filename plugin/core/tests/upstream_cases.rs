@@ -1691,3 +1691,168 @@ fn bind_stamps_allocations_that_wait_for_binding_conditions() {
     assert_eq!(run(false, Some(1_767_225_600)), None);
     assert_eq!(run(true, None), None);
 }
+
+/// pod-0 scheduled and bound (without the wait) on node-1 with claim-0 on device-1, whose binding
+/// condition is `example.com/Attached` and failure condition `example.com/AttachFailed`; the
+/// plugin's clock is `now`.
+fn bound_waiting_for_binding(config: &str, now: i64) -> sharing_affinity_core::Plugin {
+    let mut d = device("device-1").binding_conditions(&["example.com/Attached"]);
+    d.0["bindingFailureConditions"] = json!(["example.com/AttachFailed"]);
+    let mut p = plugin(
+        config,
+        &[
+            node(NODE),
+            class_a(),
+            slice1(&[d]),
+            claim("claim-0", &[req("req-0", "class-a")]).json(),
+            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    p.set_time(now);
+    schedule(&mut p, "pod-0");
+    p
+}
+
+/// What the driver reports for device-1 of claim-0: the stored claim with this condition.
+fn report(p: &mut sharing_affinity_core::Plugin, condition: &str, status: &str) {
+    let mut c = serde_json::to_value(p.claim("default/claim-0").unwrap()).unwrap();
+    c["apiVersion"] = json!("resource.k8s.io/v1");
+    c["kind"] = json!("ResourceClaim");
+    c["status"]["devices"] = json!([{"driver": DRIVER, "pool": "pool-1", "device": "device-1",
+        "conditions": [{"type": condition, "status": status, "reason": "Driver",
+                        "message": "port 7", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]);
+    p.apply(sharing_affinity_core::EventKind::Update, &c.to_string())
+        .unwrap();
+}
+
+#[test]
+fn prebind_waits_for_binding_conditions_until_they_hold() {
+    // Upstream's PreBind: checks at once, then every 5 s, until every binding condition of the
+    // allocated devices is True.
+    use sharing_affinity_core::BindingPoll;
+    let t0 = 1_767_225_600;
+    let mut p = bound_waiting_for_binding("", t0);
+    let pod_key = format!("{NS}/pod-0");
+    assert_eq!(p.binding_poll(&pod_key, 0), BindingPoll::Wait(5));
+    report(&mut p, "example.com/Attached", "False");
+    p.set_time(t0 + 5);
+    assert_eq!(p.binding_poll(&pod_key, 1), BindingPoll::Wait(5));
+    report(&mut p, "example.com/Attached", "True");
+    p.set_time(t0 + 10);
+    assert_eq!(p.binding_poll(&pod_key, 2), BindingPoll::Ready);
+
+    // Devices without binding conditions: ready at once.
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            slice1(&[device("device-1")]),
+            claim("claim-0", &[req("req-0", "class-a")]).json(),
+            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    schedule(&mut p, "pod-0");
+    assert_eq!(p.binding_poll(&pod_key, 0), BindingPoll::Ready);
+}
+
+#[test]
+fn prebind_fails_on_a_binding_failure_a_claim_timeout_or_the_wait_timeout() {
+    use sharing_affinity_core::BindingPoll;
+    let t0 = 1_767_225_600;
+    let pod_key = format!("{NS}/pod-0");
+    let failed = |poll: BindingPoll| match poll {
+        BindingPoll::Failed(s) => {
+            assert_eq!(s.code, Code::Error, "{s}");
+            s.reason
+        }
+        other => panic!("expected a failure, got {other:?}"),
+    };
+    // A failure condition True: upstream's message, with the condition's reason and message.
+    let mut p = bound_waiting_for_binding("", t0);
+    report(&mut p, "example.com/AttachFailed", "True");
+    assert_eq!(
+        failed(p.binding_poll(&pod_key, 1)),
+        r#"claim claim-0 binding failed: reason=Driver, message="port 7""#
+    );
+    // The claim's own timeout: Bind stamped it at t0; 601 s later it is over.
+    let mut p = bound_waiting_for_binding("", t0);
+    p.set_time(t0 + 600);
+    assert_eq!(p.binding_poll(&pod_key, 1), BindingPoll::Wait(5));
+    p.set_time(t0 + 601);
+    assert_eq!(failed(p.binding_poll(&pod_key, 1)), "claim claim-0 binding timeout");
+    // The wait's own timeout counts checks, whatever the clock says: checks at 0, 5, ..., 600 s,
+    // the last one fails.
+    let p = bound_waiting_for_binding("", t0);
+    assert_eq!(p.binding_poll(&pod_key, 119), BindingPoll::Wait(5));
+    assert_eq!(failed(p.binding_poll(&pod_key, 120)), "device binding timeout");
+    let p = bound_waiting_for_binding(r#"{"bindingTimeoutSeconds": 10}"#, t0);
+    assert_eq!(p.binding_poll(&pod_key, 1), BindingPoll::Wait(5));
+    assert_eq!(failed(p.binding_poll(&pod_key, 2)), "device binding timeout");
+    // A bound pod that is gone.
+    let mut p = bound_waiting_for_binding("", t0);
+    p.apply(
+        sharing_affinity_core::EventKind::Delete,
+        &pod_json_for_delete("pod-0"),
+    )
+    .unwrap();
+    assert!(failed(p.binding_poll(&pod_key, 1)).contains("deleted while waiting"));
+    match sharing_affinity_core::Plugin::new(r#"{"bindingTimeoutSeconds": 86401}"#) {
+        Err(e) => assert!(e.to_string().contains("1 to 86400"), "{e}"),
+        Ok(_) => panic!("a binding timeout over a day is refused"),
+    }
+}
+
+fn pod_json_for_delete(name: &str) -> String {
+    json!({"apiVersion":"v1","kind":"Pod","metadata":{"name":name,"namespace":NS,"uid":format!("uid-{name}")}})
+        .to_string()
+}
+
+#[test]
+fn a_failed_wait_unbinds_the_pod_and_keeps_the_allocation() {
+    // The framework's Unreserve after a failed PreBind: the pod leaves the claim's reservedFor,
+    // the allocation stays (the next cycle's PostFilter deallocates it once timed out).
+    use sharing_affinity_core::contract::Scheduler;
+    let t0 = 1_767_225_600;
+    let pod_key = format!("{NS}/pod-0");
+    let mut p = bound_waiting_for_binding("", t0);
+    assert_eq!(p.pod(&pod_key).unwrap().spec.node_name, NODE);
+    assert_eq!(p.claim("default/claim-0").unwrap().status.reserved_for.len(), 1);
+    assert_eq!(p.unbind(&pod_key), ["default/claim-0"]);
+    let c = p.claim("default/claim-0").unwrap();
+    assert!(c.status.reserved_for.is_empty());
+    assert!(c.status.allocation.is_some());
+    assert_eq!(p.pod(&pod_key).unwrap().spec.node_name, "");
+    assert!(p.unbind(&pod_key).is_empty(), "nothing left to take back");
+
+    // The native engine's Bind runs the whole wait: nothing sets the condition, so after 600 s
+    // of its clock PreBind fails and the pod is unbound.
+    let mut d = device("device-1").binding_conditions(&["example.com/Attached"]);
+    d.0["bindingFailureConditions"] = json!(["example.com/AttachFailed"]);
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            slice1(&[d]),
+            claim("claim-0", &[req("req-0", "class-a")]).json(),
+            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    Scheduler::set_time(&mut p, t0);
+    run(&mut p, "pod-0").unwrap();
+    let err = Scheduler::bind(&mut p, &pod_key, NODE).unwrap_err();
+    assert_eq!(err.reason, "device binding timeout");
+    assert_eq!(p.now(), Some(t0 + 600));
+    let c = p.claim("default/claim-0").unwrap();
+    assert!(c.status.reserved_for.is_empty() && c.status.allocation.is_some());
+    // The next attempt: Filter finds the binding timed out (the clock is past the timeout once
+    // more time passed), and PostFilter deallocates the claim.
+    Scheduler::set_time(&mut p, t0 + 601);
+    assert!(p.prefilter(&pod_key).is_success());
+    assert_eq!(p.filter(NODE).code, Code::UnschedulableAndUnresolvable);
+    assert_eq!(
+        p.postfilter(&pod_key).deallocate.map(|(c, _)| c).as_deref(),
+        Some("default/claim-0")
+    );
+}
