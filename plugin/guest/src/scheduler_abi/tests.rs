@@ -3,7 +3,7 @@
 use prost::Message;
 use sharing_affinity_core::contract::Scheduler;
 use sharing_affinity_core::model::{AllocationResult, Pod};
-use sharing_affinity_core::{ClaimAllocation, EventKind, PostFilter};
+use sharing_affinity_core::{BindingPoll, ClaimAllocation, EventKind, PostFilter};
 use sharing_affinity_core::{Code, Status};
 use sharing_affinity_kswe_proto as proto;
 
@@ -27,6 +27,9 @@ thread_local! {
     static GENERATION: std::cell::Cell<u32> = const { std::cell::Cell::new(0) };
     /// Each claim's allocation as the fake core's informer state holds it (`stored_differs`).
     static STORED: RefCell<BTreeMap<String, Option<AllocationResult>>> = const { RefCell::new(BTreeMap::new()) };
+    /// What the fake core's `binding_poll` answers, in turn (then `Ready`), and the `polls`
+    /// numbers it was asked with.
+    static POLLS: RefCell<(Vec<BindingPoll>, Vec<u32>)> = const { RefCell::new((Vec::new(), Vec::new())) };
 }
 
 fn allocation(device: &str) -> AllocationResult {
@@ -117,6 +120,23 @@ impl Backend for Fake {
             deallocate: Some(("ns/c".into(), "7".into())),
         }
     }
+    fn record_binding(&mut self, pod: &str, node: &str) -> Result<Vec<ClaimAllocation>, Status> {
+        self.bind(pod, node)
+    }
+    fn binding_poll(&self, _pod: &str, polls: u32) -> BindingPoll {
+        POLLS.with(|p| {
+            let mut p = p.borrow_mut();
+            p.1.push(polls);
+            if p.0.is_empty() {
+                BindingPoll::Ready
+            } else {
+                p.0.remove(0)
+            }
+        })
+    }
+    fn unbind(&mut self, pod: &str) {
+        self.calls.push(format!("unbind {pod}"));
+    }
     fn stored_differs(&self, claim: &str, allocation: &AllocationResult) -> bool {
         STORED.with(|s| {
             s.borrow()
@@ -128,6 +148,7 @@ impl Backend for Fake {
 
 fn reset(config: &str) {
     STORED.with(|s| s.borrow_mut().clear());
+    POLLS.with(|p| *p.borrow_mut() = (Vec::new(), Vec::new()));
     with_host(|h| {
         *h = FakeHost {
             config: config.into(),
@@ -414,6 +435,63 @@ fn prefilter_and_prebind_give_the_core_the_hosts_time() {
         Some(&1_767_225_700),
         "set before PreFilter"
     );
+}
+
+#[test]
+fn prebind_waits_with_the_host_until_the_binding_conditions_hold() {
+    // docs/kswe-dra-extension.md §2.5: after the write, check; on `Wait`, the host's `wait`,
+    // the change feed and the time, then check again.
+    let mut s = cycle_for("p");
+    with_host(|h| {
+        h.node = "n1".into();
+        h.now = 1_000;
+    });
+    POLLS.with(|p| p.borrow_mut().0 = vec![BindingPoll::Wait(5), BindingPoll::Wait(5)]);
+    assert_eq!(s.reserve().code, 0);
+    assert_eq!(s.permit().code, 0);
+    let pulls = with_host(|h| h.cursors.len());
+    assert_eq!(s.prebind(), Reply::ok());
+    assert_eq!(with_host(|h| h.waits.clone()), [5, 5]);
+    assert_eq!(POLLS.with(|p| p.borrow().1.clone()), [0, 1, 2]);
+    assert_eq!(with_host(|h| h.cursors.len()), pulls + 2, "the feed after each wait");
+    assert_eq!(s.backend().times.last(), Some(&1_010), "the time after each wait");
+    assert_eq!(with_host(|h| h.allocations.len()), 1, "written before the wait");
+    assert!(!s.backend().calls.iter().any(|c| c.starts_with("unbind")));
+}
+
+#[test]
+fn a_failed_wait_fails_prebind_and_the_core_takes_the_binding_back() {
+    let mut s = cycle_for("p");
+    with_host(|h| h.node = "n1".into());
+    POLLS.with(|p| {
+        p.borrow_mut().0 = vec![
+            BindingPoll::Wait(5),
+            BindingPoll::Failed(Status::error("claim c binding timeout")),
+        ]
+    });
+    assert_eq!(s.reserve().code, 0);
+    assert_eq!(s.permit().code, 0);
+    let reply = s.prebind();
+    assert_eq!(reply.code, Code::Error as i32);
+    assert_eq!(reply.reason, "claim c binding timeout");
+    assert_eq!(s.backend().calls.last().map(String::as_str), Some("unbind ns/p"));
+
+    // The host's wait ends early (its context is done): PreBind fails, naming the result.
+    let mut s = cycle_for("q");
+    with_host(|h| {
+        h.node = "n1".into();
+        h.wait_result = 5;
+    });
+    POLLS.with(|p| p.borrow_mut().0 = vec![BindingPoll::Wait(5)]);
+    assert_eq!(s.reserve().code, 0);
+    assert_eq!(s.permit().code, 0);
+    let reply = s.prebind();
+    assert_eq!(reply.code, Code::Error as i32);
+    assert_eq!(
+        reply.reason,
+        "sharing-affinity.dra/v1.wait: the wait ended early: the call's context is done (code 5)"
+    );
+    assert_eq!(s.backend().calls.last().map(String::as_str), Some("unbind ns/q"));
 }
 
 #[test]
