@@ -833,6 +833,37 @@ mod tests {
     }
 
     #[test]
+    fn unreserve_drops_the_pod_from_reserved_for_and_keeps_the_allocation() {
+        // docs/kswe-dra-extension.md §2.2: Unreserve removes the pod from `status.reservedFor`
+        // of every allocated claim that names it, as upstream's Unreserve; nothing else changes.
+        let mut s = ObjectStore::new();
+        for name in ["a", "b", "c"] {
+            s.apply(Change::Add, claim(name)).unwrap();
+        }
+        let alloc: AllocationResult = serde_json::from_str(r#"{"devices":{"results":[]}}"#).unwrap();
+        let pod = |name: &str| -> Pod {
+            serde_json::from_str(&format!(
+                r#"{{"metadata":{{"name":"{name}","namespace":"ns","uid":"uid-{name}"}}}}"#
+            ))
+            .unwrap()
+        };
+        s.write_allocation("ns/a", &pod("p"), alloc.clone()).unwrap();
+        s.write_allocation("ns/a", &pod("q"), alloc.clone()).unwrap();
+        s.write_allocation("ns/b", &pod("q"), alloc.clone()).unwrap();
+        let c = cursor(&s.changes(""));
+        assert_eq!(s.unreserve_pod("uid-p"), ["ns/a"]);
+        assert_eq!(events(&s.changes(&c)), [("MODIFIED".into(), "a".into())]);
+        let Some(Object::ResourceClaim(a)) = s.get(Kind::ResourceClaim, "ns/a") else {
+            panic!("claim ns/a")
+        };
+        assert!(a.status.allocation.is_some(), "the allocation stays");
+        let uids: Vec<&str> = a.status.reserved_for.iter().map(|r| r.uid.as_str()).collect();
+        assert_eq!(uids, ["uid-q"], "only the pod leaves");
+        assert!(s.unreserve_pod("uid-p").is_empty(), "nothing left to drop");
+        assert!(s.unreserve_pod("").is_empty());
+    }
+
+    #[test]
     fn deallocate_clears_the_allocation_only_at_the_version_seen_and_for_no_other_pod() {
         let mut s = ObjectStore::new();
         s.apply(Change::Add, claim("a")).unwrap();
