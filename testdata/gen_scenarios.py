@@ -576,7 +576,8 @@ def prioritized_score():
 def binding_conditions():
     """KEP-5007 binding conditions: a fabric-attached memory device that `bindsToNode` pins the
     claim to the node it was allocated for; a claim whose device reported its binding failure
-    condition True is unavailable everywhere."""
+    condition True is unavailable everywhere; PreBind waits for the conditions of a new
+    allocation, and gives up after the binding timeout when no driver reports them."""
     name = "binding-conditions-binds-to-node-and-failed-binding"
     mem, gpu = "fabric.example.com", "gpu.example.com"
     c = Cluster(name)
@@ -590,7 +591,7 @@ def binding_conditions():
         return dict(dev, bindsToNode=True, bindingConditions=[mem + "/Attached"],
                     bindingFailureConditions=[mem + "/AttachFailed"])
 
-    fabric = c.device_slice("node-a", mem, [attached(device("mem-%d" % n, multi=False)) for n in range(3)],
+    fabric = c.device_slice("node-a", mem, [attached(device("mem-%d" % n, multi=False)) for n in range(4)],
                             "f9w3c", pool="fabric-0")
     # Reachable from every node: no nodeName, no node owner.
     del fabric["spec"]["nodeName"]
@@ -601,7 +602,18 @@ def binding_conditions():
     del fabric["metadata"]["ownerReferences"]
 
     c.template("hpc", "one-gpu", [exact("gpu", "gpu.example.com")])
-    c.claim("hpc", "shared-mem", [exact("mem", "mem.fabric.example.com")])
+    # The running solver-run uses shared-mem on node-a; the driver attached mem-0 there.
+    alloc = c.allocation("node-a", [("hpc", "shared-mem", "mem", mem, "fabric-0", "mem-0", None, False)], at=-60)
+    for r in alloc["devices"]["results"]:
+        r["bindingConditions"] = [mem + "/Attached"]
+        r["bindingFailureConditions"] = [mem + "/AttachFailed"]
+    shared = c.claim("hpc", "shared-mem", [exact("mem", "mem.fabric.example.com")], allocation=alloc,
+                     reserved_for=["solver-run"])
+    shared["status"]["devices"] = [{"conditions": [
+        {"lastTransitionTime": "2026-01-01T00:00:20Z", "message": "attached to node-a",
+         "reason": "Attached", "status": "True", "type": mem + "/Attached"}],
+        "device": "mem-0", "driver": mem, "pool": "fabric-0"}]
+    c.pod("hpc", "solver-run", [("mem", "claim", "shared-mem")], created=-90, node="node-a")
     c.pod("hpc", "solver-0", [("mem", "claim", "shared-mem")], created=0)
     c.pod("hpc", "solver-1", [("mem", "claim", "shared-mem"), ("gpu", "template", "one-gpu")], created=1)
 
@@ -629,6 +641,9 @@ def binding_conditions():
          "reason": "Pending", "status": "False", "type": mem + "/Attached"}],
         "device": "mem-2", "driver": mem, "pool": "fabric-0"}]
     c.pod("hpc", "solver-3", [("mem", "claim", "stale-mem")], created=3)
+    # solver-4's new allocation waits in PreBind for Attached, which no driver reports in a replay.
+    c.claim("hpc", "fresh-mem", [exact("mem", "mem.fabric.example.com")], created=4)
+    c.pod("hpc", "solver-4", [("mem", "claim", "fresh-mem")], created=4)
     write(c, name)
 
 
