@@ -87,7 +87,7 @@ REGEX_SEEDS = [
 
 # Host functions of the KSWE host in the interpreter's order (host/src/kswe/table.rs: UPSTREAM,
 # DRA, WASI), plus one for memory.grow.
-KSWE_HOST_FUNCTIONS = 21 + 5 + 46 + 1
+KSWE_HOST_FUNCTIONS = 21 + 6 + 46 + 1
 
 
 def arg(kind, value):
