@@ -432,7 +432,11 @@ func (s *store) WriteAllocation(claim string, pod *corev1.Pod, allocation []byte
 	}
 	s.feed.ForgetPending(claim)
 	s.feed.Put(withStatus(s.object("ResourceClaim", claim), func(status map[string]any) {
-		status["allocation"] = alloc
+		// A claim that holds the same allocation keeps it as stored: the write only adds the pod
+		// (the API server refuses a changed status.allocation).
+		if status["allocation"] == nil {
+			status["allocation"] = alloc
+		}
 		dramodule.ReserveFor(status, pod)
 	}))
 	s.writes[string(pod.UID)] = append(s.writes[string(pod.UID)], write{claim, append(json.RawMessage(nil), allocation...)})

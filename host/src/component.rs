@@ -859,14 +859,25 @@ impl ComponentEngine {
     /// condition meanwhile). A `failed` answer, or a trap while waiting, takes the binding back
     /// with `unbind`.
     fn wait_for_binding(&mut self, pod: &str) -> Result<(), CoreStatus> {
+        // The core's longest wait, checked every 5 s: a plugin that asks for more is refused.
+        const MAX_POLLS: u32 = (sharing_affinity_core::config::MAX_BINDING_TIMEOUT
+            / sharing_affinity_core::binding::POLL_SECONDS as u64) as u32
+            + 1;
         let mut polls = 0;
         let failed = loop {
-            let poll = self.call("binding-poll", |l| l.plugin.call_binding_poll(&mut l.store, pod, polls));
+            if polls > MAX_POLLS {
+                break CoreStatus::error(format!(
+                    "the plugin asked to wait for binding conditions more than {MAX_POLLS} times"
+                ));
+            }
+            let poll = self.call("binding-poll", |l| {
+                l.plugin.call_binding_poll(&mut l.store, pod, polls)
+            });
             match poll {
                 Ok(bindings::BindingPoll::Ready) => return Ok(()),
                 Ok(bindings::BindingPoll::Wait(seconds)) => {
                     if let Some(now) = self.now {
-                        self.set_time(now + i64::from(seconds));
+                        self.set_time(now.saturating_add(i64::from(seconds)));
                     }
                     polls += 1;
                 }

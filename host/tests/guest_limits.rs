@@ -205,6 +205,27 @@ fn component_limits_apply_to_every_hook_and_the_cycle_goes_on() {
 }
 
 #[test]
+fn component_that_waits_for_binding_conditions_forever_is_refused() {
+    // A plugin whose `binding-poll` always answers `wait`: the host stops after the longest
+    // wait the core allows (a day, checked every 5 s), fails Bind and asks the plugin to unbind.
+    let mut engine = component_engine(small_limits());
+    engine.set_time(1_767_225_600);
+    assert!(engine.prefilter("wait/pod").is_success());
+    assert!(engine.filter("node-ok").is_success());
+    assert_eq!(engine.reserve("node-ok"), Ok(Vec::new()));
+    let err = engine
+        .bind("wait/pod", "node-ok")
+        .expect_err("a wait without end");
+    assert_eq!(err.code, Code::Error);
+    assert!(
+        err.reason
+            .contains("wait for binding conditions more than 17281 times"),
+        "{err}"
+    );
+    assert_eq!(engine.replacements(), 0);
+}
+
+#[test]
 fn component_limits_apply_to_prescore_with_its_scores_and_the_cycle_goes_on() {
     let mut engine = component_engine(small_limits());
     assert!(engine.prefilter("ns/pod").is_success());

@@ -264,7 +264,11 @@ func (b *Backend) WriteAllocation(claim string, pod *corev1.Pod, allocation []by
 			result = dramodule.Conflict
 			return nil
 		}
-		status["allocation"] = alloc
+		// A claim allocated before keeps its allocation as stored (the API server refuses a
+		// changed status.allocation): the write only adds the pod to status.reservedFor.
+		if status["allocation"] == nil {
+			status["allocation"] = alloc
+		}
 		dramodule.ReserveFor(status, pod)
 		obj.Object["status"] = status
 		written, err = client.UpdateStatus(ctx, obj, metav1.UpdateOptions{})

@@ -140,9 +140,26 @@ func TestWriteAllocation(t *testing.T) {
 	if len(rf) != 1 || field(rf[0], "uid") != "uid-1" || field(rf[0], "resource") != "pods" {
 		t.Fatalf("reservedFor: %+v", rf)
 	}
-	// The same allocation again is fine; another one is a conflict.
+	// The same allocation again is fine and keeps the stored one as it is (the API server
+	// refuses a changed status.allocation; the guest's JSON may spell it otherwise); another
+	// one is a conflict.
+	stored, _, _ := unstructured.NestedMap(got.Object, "status", "allocation")
+	stored["marker"] = "as stored"
+	if err := unstructured.SetNestedMap(got.Object, stored, "status", "allocation"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.Resource(Claims).Namespace("ns").UpdateStatus(context.Background(), got, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	if r := b.WriteAllocation("ns/a", pod, []byte(alloc)); r != dramodule.OK {
 		t.Fatalf("same allocation again: %d", r)
+	}
+	again, err := c.Resource(Claims).Namespace("ns").Get(context.Background(), "a", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m, _, _ := unstructured.NestedString(again.Object, "status", "allocation", "marker"); m != "as stored" {
+		t.Fatalf("the stored allocation was replaced: %+v", again.Object["status"])
 	}
 	other := strings.Replace(alloc, "eth1", "eth2", 1)
 	if r := b.WriteAllocation("ns/a", pod, []byte(other)); r != dramodule.Conflict {

@@ -553,10 +553,12 @@ impl ObjectStore {
             return Err(DraError::NotFound);
         };
         let mut c = c;
-        if c.status.allocation.as_ref().is_some_and(|a| *a != allocation) {
-            return Err(DraError::Conflict);
+        match &c.status.allocation {
+            Some(held) if *held != allocation => return Err(DraError::Conflict),
+            // The same allocation stays as stored: the write only adds the pod.
+            Some(_) => {}
+            None => c.status.allocation = Some(allocation),
         }
-        c.status.allocation = Some(allocation);
         if !c
             .status
             .reserved_for

@@ -10,7 +10,9 @@
 ;;   y  a status reason with a garbage pointer and length (0xffff0000, 0x7fffffff)
 ;;   anything else: success (score 50) with an empty reason.
 ;; configure succeeds, update rejects nothing, reserve and bind return no allocation, unreserve
-;; succeeds, set-time is ignored, postfilter deallocates nothing. Strings the host passes in are
+;; succeeds, set-time is ignored, postfilter deallocates nothing. binding-poll answers `ready`,
+;; except for a pod whose name starts with `w`: `wait(600)` every time, however long the host
+;; waited; unbind returns no claim. Strings the host passes in are
 ;; allocated by a bump allocator above 64 KiB.
 ;; The `nodes` interface does the same by node index: a name's index is the address of an 8-byte
 ;; cell holding it (pointer, length); `filter` and `score` act on that name, answer `error` when the
@@ -182,6 +184,20 @@
     (i64.store (i32.const 100) (i64.const 0))
     (i32.store8 (i32.const 108) (i32.const 0))
     (i32.const 96))
+  ;; binding-poll: func(pod: string, polls: u32) -> binding-poll: ready, or wait(600) for `w...`,
+  ;; written at 128 (tag at +0, the wait's seconds at +4)
+  (func (export "binding-poll") (param $ptr i32) (param $len i32) (param $polls i32) (result i32)
+    (if (i32.and (i32.gt_u (local.get $len) (i32.const 0))
+                 (i32.eq (i32.load8_u (local.get $ptr)) (i32.const 119)))
+      (then
+        (i32.store8 (i32.const 128) (i32.const 1))
+        (i32.store (i32.const 132) (i32.const 600)))
+      (else (i32.store8 (i32.const 128) (i32.const 0))))
+    (i32.const 128))
+  ;; unbind: func(pod: string) -> list<string>: [] (pointer and length at 144)
+  (func (export "unbind") (param i32 i32) (result i32)
+    (i64.store (i32.const 144) (i64.const 0))
+    (i32.const 144))
   ;; bind: func(pod: string, node: string) -> result<list<claim-allocation>, status>: ok([])
   (func (export "bind") (param i32 i32 i32 i32) (result i32)
     (i32.store8 (i32.const 16) (i32.const 0))

@@ -40,23 +40,29 @@ pub enum BindingPoll {
 /// The `namespace/name` keys of the claims `pod` uses, as Bind recorded them: its direct claims,
 /// those generated from templates (named in `status.resourceClaimStatuses`, or `<pod>-<entry>`)
 /// and its KEP-5004 extended-resource claim.
-fn claim_keys(pod: &Pod) -> Vec<String> {
+pub(crate) fn claim_keys(pod: &Pod) -> Vec<String> {
     let ns = &pod.metadata.namespace;
     let mut keys: Vec<String> = pod
         .spec
         .resource_claims
         .iter()
-        .filter_map(|entry| match (&entry.resource_claim_name, &entry.resource_claim_template_name) {
-            (Some(name), _) => Some(name.to_string()),
-            (None, Some(_)) => {
-                let status = pod.status.resource_claim_statuses.iter().find(|s| s.name == entry.name);
-                match status {
-                    Some(s) => s.resource_claim_name.clone(),
-                    None => Some(format!("{}-{}", pod.metadata.name, entry.name)),
+        .filter_map(
+            |entry| match (&entry.resource_claim_name, &entry.resource_claim_template_name) {
+                (Some(name), _) => Some(name.to_string()),
+                (None, Some(_)) => {
+                    let status = pod
+                        .status
+                        .resource_claim_statuses
+                        .iter()
+                        .find(|s| s.name == entry.name);
+                    match status {
+                        Some(s) => s.resource_claim_name.clone(),
+                        None => Some(format!("{}-{}", pod.metadata.name, entry.name)),
+                    }
                 }
-            }
-            (None, None) => None,
-        })
+                (None, None) => None,
+            },
+        )
         .chain(
             pod.status
                 .extended_resource_claim_status
@@ -86,7 +92,12 @@ fn claim_ready(claim: &ResourceClaim) -> Result<bool, String> {
         }) else {
             return Ok(false);
         };
-        let is_true = |t: &String| device.conditions.iter().find(|c| &c.type_ == t && c.status == "True");
+        let is_true = |t: &String| {
+            device
+                .conditions
+                .iter()
+                .find(|c| &c.type_ == t && c.status == "True")
+        };
         if let Some(failed) = r.binding_failure_conditions.iter().find_map(is_true) {
             return Err(format!(
                 "claim {} binding failed: reason={}, message={:?}",

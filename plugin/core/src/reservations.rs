@@ -380,6 +380,7 @@ impl Reservations {
                 state.claims.insert(a.claim.clone(), claim);
             }
         }
+        let mut written = r.allocations;
         if let Some(p) = state.pods.get_mut(pod) {
             p.spec.node_name = node.to_string();
             if r.extended.is_some() {
@@ -398,8 +399,49 @@ impl Reservations {
                     });
                 }
             }
+            let consumer = ResourceClaimConsumerReference {
+                api_group: crate::model::Name::default(),
+                resource: "pods".into(),
+                name: p.metadata.name.clone(),
+                uid: p.metadata.uid.clone(),
+            };
+            let keys = crate::binding::claim_keys(p);
+            Self::reserve_allocated(state, &keys, &consumer, &mut written);
         }
-        Ok(r.allocations)
+        Ok(written)
+    }
+
+    /// As upstream's PreBind reserves every claim of the pod not yet reserved for it: the pod's
+    /// claims that were allocated before its cycle get the pod in `status.reservedFor` too, and
+    /// are returned with their allocation unchanged, for the host to write the consumer. A claim
+    /// another pod holds in flight is left to that pod's Bind.
+    fn reserve_allocated(
+        state: &mut ClusterState,
+        keys: &[String],
+        consumer: &ResourceClaimConsumerReference,
+        written: &mut Vec<ClaimAllocation>,
+    ) {
+        for key in keys {
+            if consumer.uid.is_empty()
+                || written.iter().any(|a| a.claim == *key)
+                || state.inflight.contains_key(key)
+            {
+                continue;
+            }
+            let Some(allocation) = state.claims.get(key).and_then(|c| {
+                let reserved = c.status.reserved_for.iter().any(|r| r.uid == consumer.uid);
+                (!reserved).then(|| c.status.allocation.clone()).flatten()
+            }) else {
+                continue;
+            };
+            let mut claim = state.claims.remove(key).expect("read above");
+            claim.status.reserved_for.push(consumer.clone());
+            state.claims.insert(key.clone(), claim);
+            written.push(ClaimAllocation {
+                claim: key.clone(),
+                allocation,
+            });
+        }
     }
 }
 

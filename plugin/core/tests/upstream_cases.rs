@@ -1780,7 +1780,10 @@ fn prebind_fails_on_a_binding_failure_a_claim_timeout_or_the_wait_timeout() {
     p.set_time(t0 + 600);
     assert_eq!(p.binding_poll(&pod_key, 1), BindingPoll::Wait(5));
     p.set_time(t0 + 601);
-    assert_eq!(failed(p.binding_poll(&pod_key, 1)), "claim claim-0 binding timeout");
+    assert_eq!(
+        failed(p.binding_poll(&pod_key, 1)),
+        "claim claim-0 binding timeout"
+    );
     // The wait's own timeout counts checks, whatever the clock says: checks at 0, 5, ..., 600 s,
     // the last one fails.
     let p = bound_waiting_for_binding("", t0);
@@ -1855,4 +1858,58 @@ fn a_failed_wait_unbinds_the_pod_and_keeps_the_allocation() {
         p.postfilter(&pod_key).deallocate.map(|(c, _)| c).as_deref(),
         Some("default/claim-0")
     );
+}
+
+#[test]
+fn bind_reserves_claims_allocated_before_the_cycle_for_the_pod() {
+    // Upstream's PreBind reserves every claim of the pod that is not reserved for it yet: a claim
+    // another pod allocated gets this pod in `status.reservedFor` too, and Bind returns it with
+    // its allocation unchanged for the host to write the consumer. A claim already reserved for
+    // the pod is not written again.
+    let allocated =
+        claim("claim-0", &[req("req-0", "class-a")]).allocated(json!([dedicated("req-0", "device-1")]));
+    let mut c = allocated.json();
+    c["status"]["reservedFor"] = json!([{"resource": "pods", "name": "other", "uid": "uid-other"}]);
+    let mut p = plugin(
+        "",
+        &[
+            node(NODE),
+            class_a(),
+            slice1(&[device("device-1"), device("device-2")]),
+            c,
+            claim("claim-1", &[req("req-0", "class-a")]).json(),
+            pod("pod-0", &["claim-0", "claim-1"], "2026-01-01T00:00:00Z"),
+        ],
+    );
+    run(&mut p, "pod-0").unwrap();
+    let bound = p.bind("default/pod-0", NODE).unwrap();
+    let claims: Vec<&str> = bound.iter().map(|a| a.claim.as_str()).collect();
+    assert_eq!(
+        claims,
+        ["default/claim-1", "default/claim-0"],
+        "new allocations first"
+    );
+    assert_eq!(bound[1].allocation.devices.results[0].device, "device-1");
+    let uids: Vec<String> = p
+        .claim("default/claim-0")
+        .unwrap()
+        .status
+        .reserved_for
+        .iter()
+        .map(|r| r.uid.clone())
+        .collect();
+    assert_eq!(uids, ["uid-other", "uid-pod-0"]);
+    // After a failed PreBind, unbind takes the pod out of both claims again.
+    let mut left = p.unbind("default/pod-0");
+    left.sort();
+    assert_eq!(left, ["default/claim-0", "default/claim-1"]);
+    let uids: Vec<String> = p
+        .claim("default/claim-0")
+        .unwrap()
+        .status
+        .reserved_for
+        .iter()
+        .map(|r| r.uid.clone())
+        .collect();
+    assert_eq!(uids, ["uid-other"]);
 }
