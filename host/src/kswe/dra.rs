@@ -131,7 +131,12 @@ pub fn add_dra(linker: &mut Linker<GuestData>) -> wasmtime::Result<()> {
         c.data().shared.cluster().now
     })?;
     linker.func_wrap(MODULE_DRA, "wait", |c: C<'_>, seconds: i32| -> i32 {
-        if c.data().stack.as_ref().and_then(|s| s.current_pod_object.as_ref()).is_none() {
+        if c.data()
+            .stack
+            .as_ref()
+            .and_then(|s| s.current_pod_object.as_ref())
+            .is_none()
+        {
             return DraError::NoPod as i32;
         }
         if !(1..=600).contains(&seconds) {

@@ -9,8 +9,8 @@ use std::cell::RefCell;
 
 use sharing_affinity_core::model::{AllocationResult, DeviceRequestAllocationResult};
 use sharing_affinity_core::{
-    BindingPoll as CoreBindingPoll, ClaimAllocation as CoreClaimAllocation, Code as CoreCode, EventKind as CoreEventKind, NodeName, Plugin,
-    Status as CoreStatus,
+    BindingPoll as CoreBindingPoll, ClaimAllocation as CoreClaimAllocation, Code as CoreCode,
+    EventKind as CoreEventKind, NodeName, Plugin, Status as CoreStatus,
 };
 
 wit_bindgen::generate!({

@@ -453,7 +453,11 @@ fn prebind_waits_with_the_host_until_the_binding_conditions_hold() {
     assert_eq!(s.prebind(), Reply::ok());
     assert_eq!(with_host(|h| h.waits.clone()), [5, 5]);
     assert_eq!(POLLS.with(|p| p.borrow().1.clone()), [0, 1, 2]);
-    assert_eq!(with_host(|h| h.cursors.len()), pulls + 2, "the feed after each wait");
+    assert_eq!(
+        with_host(|h| h.cursors.len()),
+        pulls + 2,
+        "the feed after each wait"
+    );
     assert_eq!(s.backend().times.last(), Some(&1_010), "the time after each wait");
     assert_eq!(with_host(|h| h.allocations.len()), 1, "written before the wait");
     assert!(!s.backend().calls.iter().any(|c| c.starts_with("unbind")));
