@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +13,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	resourcev1 "k8s.io/api/resource/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+	watchtools "k8s.io/client-go/tools/watch"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
@@ -66,7 +71,7 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	t.Cleanup(cancel)
 	cp, err := controlplane.Start(ctx, controlplane.Options{
-		Namespaces: []string{"shared", "capacity", "templates", "affinity", "taints", "restart", "gone"},
+		Namespaces: []string{"shared", "capacity", "templates", "affinity", "taints", "restart", "gone", "binding", "bindfail"},
 		Logf:       t.Logf,
 	})
 	if err != nil {
@@ -88,8 +93,10 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 		t.Fatal(err)
 	}
 
-	// Scenarios are independent (own namespace and nodes): all run, whatever fails.
+	// Scenarios are independent (own namespace and nodes): all run, whatever fails. -run may
+	// leave some out: ran names those that did.
 	ok := true
+	ran := map[string]bool{}
 	for _, sc := range []struct {
 		name string
 		f    func(*testing.T)
@@ -101,12 +108,14 @@ func runScenarios(t *testing.T, s SchedulerUnderTest) {
 		{"device-taint-rule", e.taintRule},
 		{"scheduler-restart", e.restart},
 		{"node-gone", e.nodeGone},
+		{"binding-conditions", e.bindingConditions},
+		{"binding-failure", e.bindingFailure},
 	} {
-		if !t.Run(sc.name, sc.f) {
+		if !t.Run(sc.name, func(t *testing.T) { ran[sc.name] = true; sc.f(t) }) {
 			ok = false
 		}
 	}
-	e.dumpAndAudit(ok)
+	e.dumpAndAudit(ok, ran["affinity"] || ran["scheduler-restart"])
 }
 
 func (e *env) startScheduler() {
@@ -410,6 +419,209 @@ func (e *env) nodeGone(t *testing.T) {
 	e.inspect(t, ns)
 }
 
+// bindingConditions (KEP-5007): the NIC has binding conditions. The claim is allocated and
+// reserved for the pod, but PreBind waits: the pod stays unbound until the test, acting as the
+// driver, reports Attached True in the claim's status.devices; PreBind's next check (every 5 s)
+// passes and the pod is bound on the allocated node.
+func (e *env) bindingConditions(t *testing.T) {
+	ns := "binding"
+	e.bindingNode(t, ns)
+	e.claimPod(t, ns, "p1", "subnet-a")
+	cl := e.waitClaim(t, ns, "p1", "allocated and reserved for pod p1", 60*time.Second, func(c *resourcev1.ResourceClaim) bool {
+		return c.Status.Allocation != nil && scenario.ReservedFor(c, "p1")
+	})
+	t.Logf("claim p1: %s", scenario.BindingStatus(cl))
+	e.checkBindingAllocation(t, cl)
+	// PreBind checks at once, then every 5 s: 6 s cover a second check without the condition.
+	e.holdUnbound(t, ns, "p1", 6*time.Second)
+	written := e.setDeviceCondition(t, ns, "p1", scenario.Attached, "Attached")
+	bound, err := scenario.WaitBound(e.ctx, e.cp.Client, ns, []string{"p1"}, 30*time.Second)
+	if err != nil {
+		t.Fatalf("after %s reported True: %v (claim: %s)", scenario.Attached, err, scenario.BindingStatus(e.claim(t, ns, "p1")))
+	}
+	t.Logf("p1 bound to %s %s after %s was written", bound["p1"], time.Since(written).Round(100*time.Millisecond), scenario.Attached)
+	if bound["p1"] != ns+"-n1" {
+		t.Errorf("p1 bound to %s, want %s-n1 (the allocation's node)", bound["p1"], ns)
+	}
+	after := e.claim(t, ns, "p1")
+	if !scenario.ReservedFor(after, "p1") || after.Status.Allocation == nil ||
+		after.Status.Allocation.Devices.Results[0].Device != cl.Status.Allocation.Devices.Results[0].Device {
+		t.Errorf("claim p1 after binding: %s, want the allocation it had, reserved for p1", scenario.BindingStatus(after))
+	}
+	e.inspect(t, ns)
+}
+
+// bindingFailure (KEP-5007): the driver reports AttachFailed True while PreBind waits. PreBind
+// fails ("binding failed"), Unreserve drops the pod from the claim's reservedFor, the next
+// attempt finds the claim unusable and PostFilter deallocates it (allocation, reservedFor and
+// status.devices cleared), and a later attempt allocates it again: all seen on a watch of the
+// claim. The pod stays unbound throughout; once the driver reports Attached True on the new
+// allocation it is bound.
+func (e *env) bindingFailure(t *testing.T) {
+	ns := "bindfail"
+	e.bindingNode(t, ns)
+	e.claimPod(t, ns, "p1", "subnet-a")
+	cl := e.waitClaim(t, ns, "p1", "allocated and reserved for pod p1", 60*time.Second, func(c *resourcev1.ResourceClaim) bool {
+		return c.Status.Allocation != nil && scenario.ReservedFor(c, "p1")
+	})
+	t.Logf("claim p1: %s", scenario.BindingStatus(cl))
+	e.checkBindingAllocation(t, cl)
+	claims := e.cp.Client.ResourceV1().ResourceClaims(ns)
+	w, err := watchtools.NewRetryWatcherWithContext(e.ctx, cl.ResourceVersion, &cache.ListWatch{
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = fields.OneTermEqualSelector("metadata.name", "p1").String()
+			return claims.Watch(ctx, o)
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Stop()
+	failed := e.setDeviceCondition(t, ns, "p1", scenario.AttachFailed, "AttachFailed")
+	var unreserved, deallocated time.Duration
+	ctx, cancel := context.WithTimeout(e.ctx, 90*time.Second)
+	defer cancel()
+	ev, err := watchtools.UntilWithoutRetry(ctx, w, func(ev watch.Event) (bool, error) {
+		c, ok := ev.Object.(*resourcev1.ResourceClaim)
+		if !ok {
+			return false, nil
+		}
+		t.Logf("claim p1 %s +%s: %s", ev.Type, time.Since(failed).Round(100*time.Millisecond), scenario.BindingStatus(c))
+		switch {
+		case deallocated == 0 && c.Status.Allocation != nil && !scenario.ReservedFor(c, "p1"):
+			unreserved = time.Since(failed)
+		case deallocated == 0 && c.Status.Allocation == nil:
+			if len(c.Status.ReservedFor) > 0 || len(c.Status.Devices) > 0 {
+				return false, fmt.Errorf("claim p1 deallocated with reservedFor or status.devices left: %s", scenario.BindingStatus(c))
+			}
+			deallocated = time.Since(failed)
+		case deallocated > 0 && c.Status.Allocation != nil && scenario.ReservedFor(c, "p1"):
+			return true, nil
+		}
+		return false, nil
+	})
+	if err != nil {
+		t.Fatalf("watching claim p1 after %s (unreserved after %s, deallocated after %s): %v; claim: %s",
+			scenario.AttachFailed, unreserved, deallocated, err, scenario.BindingStatus(e.claim(t, ns, "p1")))
+	}
+	realloc := ev.Object.(*resourcev1.ResourceClaim)
+	t.Logf("after %s: p1 unreserved +%s, claim deallocated +%s, allocated again +%s",
+		scenario.AttachFailed, unreserved.Round(100*time.Millisecond), deallocated.Round(100*time.Millisecond), time.Since(failed).Round(100*time.Millisecond))
+	if unreserved == 0 {
+		t.Errorf("claim p1 was deallocated without Unreserve dropping p1 from reservedFor first")
+	}
+	if len(realloc.Status.Devices) > 0 {
+		t.Errorf("claim p1 allocated again with the old status.devices: %s", scenario.BindingStatus(realloc))
+	}
+	e.holdUnbound(t, ns, "p1", 0)
+	e.waitFailedScheduling(t, ns, "p1", "binding failed", 30*time.Second)
+	attached := e.setDeviceCondition(t, ns, "p1", scenario.Attached, "Attached")
+	bound, err := scenario.WaitBound(e.ctx, e.cp.Client, ns, []string{"p1"}, 30*time.Second)
+	if err != nil {
+		t.Fatalf("after %s reported True on the new allocation: %v (claim: %s)", scenario.Attached, err, scenario.BindingStatus(e.claim(t, ns, "p1")))
+	}
+	t.Logf("p1 bound to %s %s after %s was written", bound["p1"], time.Since(attached).Round(100*time.Millisecond), scenario.Attached)
+	e.inspect(t, ns)
+}
+
+// bindingNode creates node NS-n1 (label scenario=NS) with one 4-slot NIC that has binding
+// conditions (scenario.BindingSlice).
+func (e *env) bindingNode(t *testing.T, ns string) {
+	node := ns + "-n1"
+	if err := scenario.CreateNode(e.ctx, e.cp.Client, scenario.NodeObject(node, map[string]string{"scenario": ns})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.cp.Client.ResourceV1().ResourceSlices().Create(e.ctx, scenario.BindingSlice(node, 1, 4), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// checkBindingAllocation: the allocation result carries the device's binding conditions and the
+// allocation its allocationTimestamp, and the driver has reported nothing yet.
+func (e *env) checkBindingAllocation(t *testing.T, cl *resourcev1.ResourceClaim) {
+	a := cl.Status.Allocation
+	if a.AllocationTimestamp == nil {
+		t.Errorf("claim %s: allocation without allocationTimestamp", cl.Name)
+	}
+	for _, r := range a.Devices.Results {
+		if !slices.Equal(r.BindingConditions, []string{scenario.Attached}) || !slices.Equal(r.BindingFailureConditions, []string{scenario.AttachFailed}) {
+			t.Errorf("claim %s: result %s/%s bindingConditions %v bindingFailureConditions %v, want [%s] [%s]",
+				cl.Name, r.Pool, r.Device, r.BindingConditions, r.BindingFailureConditions, scenario.Attached, scenario.AttachFailed)
+		}
+	}
+	if len(cl.Status.Devices) > 0 {
+		t.Errorf("claim %s: status.devices %+v before the driver wrote any", cl.Name, cl.Status.Devices)
+	}
+}
+
+// waitClaim polls claim NAME until cond holds and returns it.
+func (e *env) waitClaim(t *testing.T, ns, name, what string, timeout time.Duration, cond func(*resourcev1.ResourceClaim) bool) *resourcev1.ResourceClaim {
+	for end := time.Now().Add(timeout); ; time.Sleep(100 * time.Millisecond) {
+		c := e.claim(t, ns, name)
+		if cond(c) {
+			return c
+		}
+		if time.Now().After(end) {
+			t.Fatalf("claim %s not %s after %s: %s", name, what, timeout, scenario.BindingStatus(c))
+		}
+	}
+}
+
+// holdUnbound fails if pod NAME gets a node within d (checked every 200 ms; once when d is 0).
+func (e *env) holdUnbound(t *testing.T, ns, name string, d time.Duration) {
+	for end := time.Now().Add(d); ; time.Sleep(200 * time.Millisecond) {
+		p, err := e.cp.Client.CoreV1().Pods(ns).Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Spec.NodeName != "" {
+			t.Fatalf("pod %s bound to %s before its claim's binding conditions were met (claim: %s)",
+				name, p.Spec.NodeName, scenario.BindingStatus(e.claim(t, ns, name)))
+		}
+		if !time.Now().Before(end) {
+			return
+		}
+	}
+}
+
+// setDeviceCondition reports condType True for the allocated devices of claim NAME in its
+// status.devices, as the driver would (retrying on conflict), and returns when it was written.
+func (e *env) setDeviceCondition(t *testing.T, ns, name, condType, reason string) time.Time {
+	claims := e.cp.Client.ResourceV1().ResourceClaims(ns)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		c, err := claims.Get(e.ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		if scenario.SetDeviceCondition(c, condType, reason, "reported by the e2e test") == 0 {
+			return fmt.Errorf("no allocated device with binding conditions: %s", scenario.BindingStatus(c))
+		}
+		_, err = claims.UpdateStatus(e.ctx, c, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		t.Fatalf("claim %s: report %s: %v", name, condType, err)
+	}
+	return time.Now()
+}
+
+// waitFailedScheduling waits until a FailedScheduling event of pod NAME contains substr.
+func (e *env) waitFailedScheduling(t *testing.T, ns, name, substr string, timeout time.Duration) {
+	for end := time.Now().Add(timeout); ; time.Sleep(500 * time.Millisecond) {
+		msgs := e.failedScheduling(t, ns, name)
+		for _, m := range msgs {
+			if strings.Contains(m, substr) {
+				t.Logf("FailedScheduling event: %s", m)
+				return
+			}
+		}
+		if time.Now().After(end) {
+			t.Errorf("no FailedScheduling event of pod %s containing %q after %s: %v", name, substr, timeout, msgs)
+			return
+		}
+	}
+}
+
 // release deletes pod NAME and deallocates and deletes its claim NAME, as the kubelet and the
 // resource-claim controller of a real cluster would.
 func (e *env) release(t *testing.T, ns, name string) {
@@ -492,9 +704,10 @@ func (e *env) restart(t *testing.T) {
 
 // dumpAndAudit writes the cluster as a List (SA_E2E_OUT, default e2e/.out/SCHEDULER.json) and
 // runs `sharing-affinity audit --config` on it when the CLI is built (target/release or
-// SA_AUDIT_BIN): exit 3 (a rule broken) fails a sharing-affinity scheduler; for the in-tree
-// baseline it is logged.
-func (e *env) dumpAndAudit(scenariosPassed bool) {
+// SA_AUDIT_BIN): exit 3 (a rule broken) fails a sharing-affinity scheduler; the in-tree baseline
+// must get exit 3 when crossSubnet (the affinity or scheduler-restart scenario ran, where it
+// shares NICs across subnets), else 0.
+func (e *env) dumpAndAudit(scenariosPassed, crossSubnet bool) {
 	t := e.t
 	out := os.Getenv("SA_E2E_OUT")
 	if out == "" {
@@ -540,7 +753,10 @@ func (e *env) dumpAndAudit(scenariosPassed bool) {
 	if e.s.SharingAffinity && code != 0 {
 		t.Errorf("audit with the subnet extractor exited %d, want 0", code)
 	}
-	if !e.s.SharingAffinity && code != 3 {
+	if !e.s.SharingAffinity && crossSubnet && code != 3 {
 		t.Errorf("audit of the in-tree baseline with the subnet extractor exited %d, want 3 (lock violations)", code)
+	}
+	if !e.s.SharingAffinity && !crossSubnet && code != 0 {
+		t.Errorf("audit of the in-tree baseline with the subnet extractor exited %d, want 0 (affinity and scheduler-restart did not run)", code)
 	}
 }

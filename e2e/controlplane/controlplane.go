@@ -40,7 +40,8 @@ const AdminToken = "admintoken"
 
 // FeatureGates are the gates given to kube-apiserver, kube-controller-manager and the in-tree
 // kube-scheduler v1.37.2: consumable capacity (allowMultipleAllocations, shareID, consumedCapacity)
-// and DeviceTaintRules.
+// and DeviceTaintRules. Binding conditions (KEP-5007) need no gate here: DRADeviceBindingConditions
+// (beta) and DRAResourceClaimDeviceStatus (GA, locked) are on by default in v1.37.
 const FeatureGates = "DRAConsumableCapacity=true,DRADeviceTaintRules=true"
 
 // Options configure Start.
