@@ -222,6 +222,7 @@ fn guest_exports_the_documented_hooks_only() {
             "sharing-affinity.dra/v1.deallocation",
             "sharing-affinity.dra/v1.now",
             "sharing-affinity.dra/v1.pending_allocation",
+            "sharing-affinity.dra/v1.wait",
         ],
         "no WASI, nothing else"
     );
