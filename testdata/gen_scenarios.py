@@ -601,45 +601,37 @@ def binding_conditions():
     fabric["metadata"]["generateName"] = "fabric-0-fabric.example.com-"
     del fabric["metadata"]["ownerReferences"]
 
+    def waiting_claim(name, node, dev, condition, at=-1700, reserved_for=None):
+        """A claim allocated `dev` with the devices' binding conditions, and the driver's report."""
+        alloc = c.allocation(node, [("hpc", name, "mem", mem, "fabric-0", dev, None, False)], at=at)
+        for r in alloc["devices"]["results"]:
+            r["bindingConditions"] = [mem + "/Attached"]
+            r["bindingFailureConditions"] = [mem + "/AttachFailed"]
+        claim = c.claim("hpc", name, [exact("mem", "mem.fabric.example.com")], allocation=alloc,
+                        reserved_for=reserved_for)
+        claim["status"]["devices"] = [{"conditions": [condition], "device": dev, "driver": mem,
+                                       "pool": "fabric-0"}]
+
     c.template("hpc", "one-gpu", [exact("gpu", "gpu.example.com")])
     # The running solver-run uses shared-mem on node-a; the driver attached mem-0 there.
-    alloc = c.allocation("node-a", [("hpc", "shared-mem", "mem", mem, "fabric-0", "mem-0", None, False)], at=-60)
-    for r in alloc["devices"]["results"]:
-        r["bindingConditions"] = [mem + "/Attached"]
-        r["bindingFailureConditions"] = [mem + "/AttachFailed"]
-    shared = c.claim("hpc", "shared-mem", [exact("mem", "mem.fabric.example.com")], allocation=alloc,
-                     reserved_for=["solver-run"])
-    shared["status"]["devices"] = [{"conditions": [
-        {"lastTransitionTime": "2026-01-01T00:00:20Z", "message": "attached to node-a",
-         "reason": "Attached", "status": "True", "type": mem + "/Attached"}],
-        "device": "mem-0", "driver": mem, "pool": "fabric-0"}]
+    waiting_claim("shared-mem", "node-a", "mem-0", {
+        "lastTransitionTime": "2026-01-01T00:00:20Z", "message": "attached to node-a",
+        "reason": "Attached", "status": "True", "type": mem + "/Attached"},
+        at=-60, reserved_for=["solver-run"])
     c.pod("hpc", "solver-run", [("mem", "claim", "shared-mem")], created=-90, node="node-a")
     c.pod("hpc", "solver-0", [("mem", "claim", "shared-mem")], created=0)
     c.pod("hpc", "solver-1", [("mem", "claim", "shared-mem"), ("gpu", "template", "one-gpu")], created=1)
-
-    alloc = c.allocation("node-b", [("hpc", "failed-mem", "mem", mem, "fabric-0", "mem-1", None, False)])
-    for r in alloc["devices"]["results"]:
-        r["bindingConditions"] = [mem + "/Attached"]
-        r["bindingFailureConditions"] = [mem + "/AttachFailed"]
     # solver-2's PreBind reserved it and waited; the driver then reported the failure.
-    failed = c.claim("hpc", "failed-mem", [exact("mem", "mem.fabric.example.com")], allocation=alloc,
-                     reserved_for=["solver-2"])
-    failed["status"]["devices"] = [{"conditions": [
-        {"lastTransitionTime": "2026-01-01T00:00:30Z", "message": "port 7 did not come up",
-         "reason": "LinkDown", "status": "True", "type": mem + "/AttachFailed"}],
-        "device": "mem-1", "driver": mem, "pool": "fabric-0"}]
+    waiting_claim("failed-mem", "node-b", "mem-1", {
+        "lastTransitionTime": "2026-01-01T00:00:30Z", "message": "port 7 did not come up",
+        "reason": "LinkDown", "status": "True", "type": mem + "/AttachFailed"},
+        reserved_for=["solver-2"])
     c.pod("hpc", "solver-2", [("mem", "claim", "failed-mem")], created=2)
     # solver-3's earlier attempt allocated mem-2 1,700 s before the recording; the driver never
     # reported Attached True, PreBind gave up and Unreserve removed the pod: the binding timed out.
-    alloc = c.allocation("node-a", [("hpc", "stale-mem", "mem", mem, "fabric-0", "mem-2", None, False)])
-    for r in alloc["devices"]["results"]:
-        r["bindingConditions"] = [mem + "/Attached"]
-        r["bindingFailureConditions"] = [mem + "/AttachFailed"]
-    stale = c.claim("hpc", "stale-mem", [exact("mem", "mem.fabric.example.com")], allocation=alloc)
-    stale["status"]["devices"] = [{"conditions": [
-        {"lastTransitionTime": "2026-01-01T00:00:30Z", "message": "waiting for the fabric manager",
-         "reason": "Pending", "status": "False", "type": mem + "/Attached"}],
-        "device": "mem-2", "driver": mem, "pool": "fabric-0"}]
+    waiting_claim("stale-mem", "node-a", "mem-2", {
+        "lastTransitionTime": "2026-01-01T00:00:30Z", "message": "waiting for the fabric manager",
+        "reason": "Pending", "status": "False", "type": mem + "/Attached"})
     c.pod("hpc", "solver-3", [("mem", "claim", "stale-mem")], created=3)
     # solver-4's new allocation waits in PreBind for Attached, which no driver reports in a replay.
     c.claim("hpc", "fresh-mem", [exact("mem", "mem.fabric.example.com")], created=4)

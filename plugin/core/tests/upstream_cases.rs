@@ -1696,9 +1696,18 @@ fn bind_stamps_allocations_that_wait_for_binding_conditions() {
 /// condition is `example.com/Attached` and failure condition `example.com/AttachFailed`; the
 /// plugin's clock is `now`.
 fn bound_waiting_for_binding(config: &str, now: i64) -> sharing_affinity_core::Plugin {
+    let mut p = waiting_for_binding_conditions(config);
+    p.set_time(now);
+    schedule(&mut p, "pod-0");
+    p
+}
+
+/// pod-0 and claim-0 on node-1, whose device-1 has the binding condition `example.com/Attached`
+/// and the failure condition `example.com/AttachFailed`; nothing scheduled yet.
+fn waiting_for_binding_conditions(config: &str) -> sharing_affinity_core::Plugin {
     let mut d = device("device-1").binding_conditions(&["example.com/Attached"]);
     d.0["bindingFailureConditions"] = json!(["example.com/AttachFailed"]);
-    let mut p = plugin(
+    plugin(
         config,
         &[
             node(NODE),
@@ -1707,10 +1716,7 @@ fn bound_waiting_for_binding(config: &str, now: i64) -> sharing_affinity_core::P
             claim("claim-0", &[req("req-0", "class-a")]).json(),
             pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
         ],
-    );
-    p.set_time(now);
-    schedule(&mut p, "pod-0");
-    p
+    )
 }
 
 /// What the driver reports for device-1 of claim-0: the stored claim with this condition.
@@ -1830,18 +1836,7 @@ fn a_failed_wait_unbinds_the_pod_and_keeps_the_allocation() {
 
     // The native engine's Bind runs the whole wait: nothing sets the condition, so after 600 s
     // of its clock PreBind fails and the pod is unbound.
-    let mut d = device("device-1").binding_conditions(&["example.com/Attached"]);
-    d.0["bindingFailureConditions"] = json!(["example.com/AttachFailed"]);
-    let mut p = plugin(
-        "",
-        &[
-            node(NODE),
-            class_a(),
-            slice1(&[d]),
-            claim("claim-0", &[req("req-0", "class-a")]).json(),
-            pod("pod-0", &["claim-0"], "2026-01-01T00:00:00Z"),
-        ],
-    );
+    let mut p = waiting_for_binding_conditions("");
     Scheduler::set_time(&mut p, t0);
     run(&mut p, "pod-0").unwrap();
     let err = Scheduler::bind(&mut p, &pod_key, NODE).unwrap_err();
