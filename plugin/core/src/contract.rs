@@ -107,7 +107,7 @@ impl Scheduler for Plugin {
                 BindingPoll::Ready => return Ok(bound),
                 BindingPoll::Wait(seconds) => {
                     if let Some(now) = self.now() {
-                        Plugin::set_time(self, now + i64::from(seconds));
+                        Plugin::set_time(self, now.saturating_add(i64::from(seconds)));
                     }
                     polls += 1;
                 }

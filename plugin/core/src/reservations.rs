@@ -14,7 +14,9 @@ use crate::counters::CounterState;
 use crate::cycle::Cycle;
 use crate::index::DevIdx;
 use crate::model::AllocationResult;
-use crate::model::{PodExtendedResourceClaimStatus, PodResourceClaimStatus, ResourceClaimConsumerReference};
+use crate::model::{
+    Pod, PodExtendedResourceClaimStatus, PodResourceClaimStatus, ResourceClaimConsumerReference,
+};
 use crate::quantity::Quantity;
 use crate::state::{ClusterState, Derived};
 use crate::status::Status;
@@ -117,12 +119,7 @@ impl Reservations {
         }
         Self::recheck_capacity(state, d, &result)?;
         let pod = state.pods.get(&pod_key).cloned().unwrap_or_default();
-        let consumer = ResourceClaimConsumerReference {
-            api_group: crate::model::Name::default(),
-            resource: "pods".into(),
-            name: pod.metadata.name.clone(),
-            uid: pod.metadata.uid.clone(),
-        };
+        let consumer = consumer(&pod);
         let generated = cycle
             .claims
             .iter()
@@ -399,12 +396,7 @@ impl Reservations {
                     });
                 }
             }
-            let consumer = ResourceClaimConsumerReference {
-                api_group: crate::model::Name::default(),
-                resource: "pods".into(),
-                name: p.metadata.name.clone(),
-                uid: p.metadata.uid.clone(),
-            };
+            let consumer = consumer(p);
             let keys = crate::binding::claim_keys(p);
             Self::reserve_allocated(state, &keys, &consumer, &mut written);
         }
@@ -442,6 +434,16 @@ impl Reservations {
                 allocation,
             });
         }
+    }
+}
+
+/// The pod as a claim's consumer in `status.reservedFor`.
+fn consumer(pod: &Pod) -> ResourceClaimConsumerReference {
+    ResourceClaimConsumerReference {
+        api_group: crate::model::Name::default(),
+        resource: "pods".into(),
+        name: pod.metadata.name.clone(),
+        uid: pod.metadata.uid.clone(),
     }
 }
 
