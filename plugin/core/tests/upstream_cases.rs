@@ -1885,26 +1885,14 @@ fn bind_reserves_claims_allocated_before_the_cycle_for_the_pod() {
         "new allocations first"
     );
     assert_eq!(bound[1].allocation.devices.results[0].device, "device-1");
-    let uids: Vec<String> = p
-        .claim("default/claim-0")
-        .unwrap()
-        .status
-        .reserved_for
-        .iter()
-        .map(|r| r.uid.clone())
-        .collect();
-    assert_eq!(uids, ["uid-other", "uid-pod-0"]);
+    let reserved_uids = |p: &sharing_affinity_core::Plugin| -> Vec<String> {
+        let claim = p.claim("default/claim-0").unwrap();
+        claim.status.reserved_for.iter().map(|r| r.uid.clone()).collect()
+    };
+    assert_eq!(reserved_uids(&p), ["uid-other", "uid-pod-0"]);
     // After a failed PreBind, unbind takes the pod out of both claims again.
     let mut left = p.unbind("default/pod-0");
     left.sort();
     assert_eq!(left, ["default/claim-0", "default/claim-1"]);
-    let uids: Vec<String> = p
-        .claim("default/claim-0")
-        .unwrap()
-        .status
-        .reserved_for
-        .iter()
-        .map(|r| r.uid.clone())
-        .collect();
-    assert_eq!(uids, ["uid-other"]);
+    assert_eq!(reserved_uids(&p), ["uid-other"]);
 }
